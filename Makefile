@@ -1,0 +1,44 @@
+# faultline: two commands on a fresh machine — `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export FAULTLINE_HOME ?= $(CURDIR)
+
+.PHONY: venv demo test kafka-up kafka-down kafka-jars topics peers clean bench
+
+$(BIN)/faultline: pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip >/dev/null
+	@$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+venv: $(BIN)/faultline
+
+kafka-jars:
+	@infra/kafka/kafka.sh jars
+
+kafka-up:
+	@infra/kafka/kafka.sh up
+
+kafka-down:
+	@infra/kafka/kafka.sh down
+
+topics: venv kafka-up
+	@$(BIN)/faultline topics create
+
+peers:
+	@infra/peers/install.sh
+
+test: venv kafka-jars peers
+	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+demo: venv kafka-up
+	@$(BIN)/faultline demo $(DEMO_ARGS)
+
+bench: venv kafka-up
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	-@infra/kafka/kafka.sh down
+	rm -rf var

@@ -1,0 +1,99 @@
+"""Bytes <-> events: the one validating decoder, the encoder, and dead-letter records."""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any, Iterable, Iterator
+
+import msgspec
+import orjson
+
+from .events import Envelope, Event
+
+MAX_EVENT_BYTES = 256 * 1024
+MAX_FUTURE_MS = 24 * 3600 * 1000
+
+
+class ContractError(ValueError):
+    """An input that is not a valid contract v1 event.
+
+    ``reason`` says what was wrong and ``path`` where (``$.data.gpu``), so a producer
+    author can fix the field; both travel into the dead-letter record.
+    """
+
+    def __init__(self, reason: str, path: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path = path
+
+
+_decoder = msgspec.json.Decoder(Event)
+_encoder = msgspec.json.Encoder()
+
+
+def _path_of(msg: str) -> str | None:
+    i = msg.rfind(" - at `")
+    return msg[i + 7 : -1] if i >= 0 else None
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def decode(raw: bytes | bytearray | memoryview | str, *, now: int | None = None) -> Event:
+    """Validate one JSON message and return its typed event, or raise ``ContractError``.
+
+    ``now`` (epoch ms) is the clock the "no more than 24 h in the future" rule uses;
+    pass it once per batch on hot paths.
+    """
+    if len(raw) > MAX_EVENT_BYTES:
+        raise ContractError(f"event is {len(raw)} bytes, larger than the {MAX_EVENT_BYTES}-byte limit")
+    try:
+        ev = _decoder.decode(raw)
+    except msgspec.ValidationError as e:
+        msg = str(e)
+        if msg.startswith("Invalid value") and "`$.kind`" in msg:
+            msg = "unknown kind " + msg[len("Invalid value "):]
+        raise ContractError(msg, _path_of(msg)) from None
+    except msgspec.DecodeError as e:
+        raise ContractError(f"not valid JSON: {e}") from None
+    except RecursionError:
+        raise ContractError("not valid JSON: nesting too deep") from None
+    limit = (now_ms() if now is None else now) + MAX_FUTURE_MS
+    if ev.ts > limit:
+        raise ContractError(f"ts {ev.ts} is more than 24 h in the future - at `$.ts`", "$.ts")
+    return ev
+
+
+def decode_many(raws: Iterable[bytes]) -> Iterator[Event | ContractError]:
+    """Decode a batch, yielding the event or the ``ContractError`` for each input in order."""
+    now = now_ms()
+    for raw in raws:
+        try:
+            yield decode(raw, now=now)
+        except ContractError as e:
+            yield e
+
+
+def encode(ev: Envelope) -> bytes:
+    """Serialise an event (or any output record Struct) to its wire bytes."""
+    return _encoder.encode(ev)
+
+
+def to_dict(ev: Envelope) -> dict[str, Any]:
+    """The event as plain JSON-ready builtins (``kind`` included)."""
+    return msgspec.to_builtins(ev)
+
+
+def dead_letter(raw: bytes, reason: str, topic: str | None = None, partition: int | None = None,
+                offset: int | None = None, ts: int | None = None) -> bytes:
+    """A ``fl.deadletter`` record for input that was rejected, keeping the raw bytes."""
+    return orjson.dumps({
+        "ts": now_ms() if ts is None else ts,
+        "reason": reason,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "raw_b64": base64.b64encode(bytes(raw)).decode("ascii"),
+    })

@@ -1,0 +1,356 @@
+"""Typed models of every event kind of the faultline contract v1 (``shared/spec/events.md``).
+
+The models are ``msgspec.Struct`` classes: decoding JSON straight into them validates
+types, enums and ranges in one C pass (see ``bench/contract.py`` for the measurement
+that chose msgspec over orjson+pydantic). ``Event`` is a tagged union on ``kind``.
+
+Data fields that identify a thing (GPU index, port, mount path, state) are required;
+measurements are ``None`` when the source could not read them (an NVML field a GPU
+does not support is null, not a crash).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+import msgspec
+from msgspec import Meta, Struct, field
+
+CONTRACT_VERSION = 1
+
+Str64 = Annotated[str, Meta(min_length=1, max_length=64)]
+NonNeg = Annotated[int, Meta(ge=0)]
+Pct = Annotated[float, Meta(ge=0, le=100)]
+Counter = Union[NonNeg, None]  # cumulative counters as the device reports them
+Num = Union[float, None]
+
+Severity = Literal["ok", "warning", "critical"]
+Throttle = Literal["hw_slowdown", "sw_thermal", "hw_thermal", "power_brake", "sw_power_cap"]
+JobState = Literal[
+    "pending", "running", "completed", "failed", "node_fail", "timeout",
+    "out_of_memory", "cancelled", "preempted", "requeued",
+]
+#: sched.job states that end an attempt
+TERMINAL_JOB_STATES = frozenset(
+    {"completed", "failed", "node_fail", "timeout", "out_of_memory", "cancelled", "preempted", "requeued"}
+)
+#: terminal states that make an incident (the contract's "interruption")
+INTERRUPTION_STATES = frozenset({"failed", "node_fail", "timeout", "out_of_memory", "preempted"})
+
+
+class _Data(Struct, kw_only=True, omit_defaults=False):
+    """Base of every ``data`` object: unknown extra fields are accepted and ignored."""
+
+
+# ---------------------------------------------------------------- accelerator (fl.gpu)
+class GpuSampleData(_Data):
+    gpu: NonNeg
+    uuid: str
+    util_pct: Union[Pct, None] = None
+    mem_used_mib: Num = None
+    mem_total_mib: Num = None
+    temp_c: Num = None
+    power_w: Num = None
+    sm_clock_mhz: Num = None
+    throttle: list[Throttle] = []
+    ecc_sbe: Counter = None
+    ecc_dbe: Counter = None
+    nvlink_errors: Counter = None
+    pcie_replay: Counter = None
+    retired_pages: Counter = None
+    remapped_rows_pending: Counter = None
+
+
+class GpuXidData(_Data):
+    xid: NonNeg
+    message: str
+    gpu: Union[NonNeg, None] = None
+    pci: Union[str, None] = None
+    pid: Union[int, None] = None
+
+
+# ---------------------------------------------------------------- hardware (fl.hw)
+class HwSensorData(_Data):
+    sensor: str
+    type: Literal["temperature", "fan", "voltage", "power", "current", "other"]
+    value: Num
+    unit: str
+    status: Severity
+
+
+class HwSelData(_Data):
+    entry_id: str
+    severity: Severity
+    sensor_type: str
+    message: str
+    message_id: Union[str, None] = None
+
+
+# ---------------------------------------------------------------- network (fl.net)
+class NetPortData(_Data):
+    device: str
+    port: str
+    oper_status: Literal["up", "down"]
+    speed_mbps: Union[NonNeg, None] = None
+    in_errors: Counter = None
+    out_errors: Counter = None
+    in_discards: Counter = None
+    out_discards: Counter = None
+    in_octets: Counter = None
+    out_octets: Counter = None
+
+
+class NetLinkData(_Data):
+    device: str
+    port: str
+    state: Literal["up", "down"]
+
+
+class NetRdmaData(_Data):
+    device: str
+    port: NonNeg
+    counters: dict[str, NonNeg]
+
+
+# ---------------------------------------------------------------- storage (fl.storage)
+class StorageSampleData(_Data):
+    path: str
+    fs_type: Union[str, None] = None
+    read_iops: Num = None
+    write_iops: Num = None
+    read_mbps: Num = None
+    write_mbps: Num = None
+    read_lat_ms: Num = None
+    write_lat_ms: Num = None
+    queue_depth: Num = None
+    used_pct: Union[Pct, None] = None
+
+
+class StorageMountData(_Data):
+    path: str
+    state: Literal["ok", "stale", "missing", "readonly", "full"]
+    error: Union[str, None] = None
+
+
+# ---------------------------------------------------------------- scheduler (fl.sched)
+class SchedJobData(_Data):
+    state: JobState
+    attempt: NonNeg
+    nodes: list[str]
+    gpus: NonNeg
+    name: str = ""
+    user: str = ""
+    ranks: dict[str, Union[str, None]] = {}
+    exit_code: Union[int, None] = None
+    signal: Union[int, None] = None
+    image: Union[str, None] = None
+    start_ts: Union[int, None] = None
+    end_ts: Union[int, None] = None
+    reason: Union[str, None] = None
+
+
+class SchedNodeData(_Data):
+    state: Literal["idle", "allocated", "drain", "down", "fail"]
+    reason: Union[str, None] = None
+
+
+# ---------------------------------------------------------------- runtime (fl.runtime)
+class RuntimeLogData(_Data):
+    stream: Literal["stdout", "stderr", "kernel", "container"]
+    message: str
+    rank: Union[int, None] = None
+    signature: Union[str, None] = None
+
+
+class RuntimeProgressData(_Data):
+    step: NonNeg
+    rank: Union[int, None] = None
+    step_time_s: Num = None
+    samples_per_s: Num = None
+
+
+class RuntimeCheckpointData(_Data):
+    phase: Literal["started", "succeeded", "failed"]
+    step: NonNeg
+    path: str
+    bytes: Counter = None
+    duration_s: Num = None
+    error: Union[str, None] = None
+
+
+class RuntimeContainerData(_Data):
+    container: str
+    event: Literal["oom_killed", "exited", "killed", "restarted"]
+    exit_code: Union[int, None] = None
+
+
+# ---------------------------------------------------------------- inventory (fl.inventory)
+class InventoryChangeData(_Data):
+    component: str
+    to: str
+    from_: Union[str, None] = field(default=None, name="from")
+    actor: Union[str, None] = None
+    ticket: Union[str, None] = None
+
+
+class TopologyLink(_Data):
+    nic: str
+    switch: str
+    port: str
+    segment: Union[str, None] = None
+
+
+class TopologyStorage(_Data):
+    path: str
+    backend: str
+    server: Union[str, None] = None
+
+
+class InventoryTopologyData(_Data):
+    links: list[TopologyLink] = []
+    storage: list[TopologyStorage] = []
+
+
+# ---------------------------------------------------------------- envelope + kinds
+class Envelope(Struct, kw_only=True, tag_field="kind"):
+    """Fields every event carries. ``kind`` is the union tag (each subclass's ``tag``)."""
+
+    v: Literal[1]
+    id: Str64
+    ts: int
+    source: str
+    node: Union[str, None] = None
+    job: Union[str, None] = None
+    tenant: Union[str, None] = None
+
+    # set per kind by the subclasses below
+    layer = ""
+    needs_node = False
+    needs_job = False
+
+    def __post_init__(self) -> None:
+        if self.needs_node and not self.node:
+            raise ValueError(f"`node` is required for kind {self.kind!r} - at `$.node`")
+        if self.needs_job and not self.job:
+            raise ValueError(f"`job` is required for kind {self.kind!r} - at `$.job`")
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+def _kind(tag: str, layer: str, *, node: bool = False, job: bool = False):
+    def wrap(cls):
+        cls.layer = layer
+        cls.needs_node = node
+        cls.needs_job = job
+        return cls
+
+    return wrap
+
+
+@_kind("gpu.sample", "gpu", node=True)
+class GpuSample(Envelope, tag="gpu.sample"):
+    data: GpuSampleData
+
+
+@_kind("gpu.xid", "gpu", node=True)
+class GpuXid(Envelope, tag="gpu.xid"):
+    data: GpuXidData
+
+
+@_kind("hw.sensor", "hw", node=True)
+class HwSensor(Envelope, tag="hw.sensor"):
+    data: HwSensorData
+
+
+@_kind("hw.sel", "hw", node=True)
+class HwSel(Envelope, tag="hw.sel"):
+    data: HwSelData
+
+
+@_kind("net.port", "net")
+class NetPort(Envelope, tag="net.port"):
+    data: NetPortData
+
+
+@_kind("net.link", "net")
+class NetLink(Envelope, tag="net.link"):
+    data: NetLinkData
+
+
+@_kind("net.rdma", "net")
+class NetRdma(Envelope, tag="net.rdma"):
+    data: NetRdmaData
+
+
+@_kind("storage.sample", "storage", node=True)
+class StorageSample(Envelope, tag="storage.sample"):
+    data: StorageSampleData
+
+
+@_kind("storage.mount", "storage", node=True)
+class StorageMount(Envelope, tag="storage.mount"):
+    data: StorageMountData
+
+
+@_kind("sched.job", "sched", job=True)
+class SchedJob(Envelope, tag="sched.job"):
+    data: SchedJobData
+
+
+@_kind("sched.node", "sched", node=True)
+class SchedNode(Envelope, tag="sched.node"):
+    data: SchedNodeData
+
+
+@_kind("runtime.log", "runtime", job=True)
+class RuntimeLog(Envelope, tag="runtime.log"):
+    data: RuntimeLogData
+
+
+@_kind("runtime.progress", "runtime", job=True)
+class RuntimeProgress(Envelope, tag="runtime.progress"):
+    data: RuntimeProgressData
+
+
+@_kind("runtime.checkpoint", "runtime", job=True)
+class RuntimeCheckpoint(Envelope, tag="runtime.checkpoint"):
+    data: RuntimeCheckpointData
+
+
+@_kind("runtime.container", "runtime", job=True)
+class RuntimeContainer(Envelope, tag="runtime.container"):
+    data: RuntimeContainerData
+
+
+@_kind("inventory.versions", "inventory", node=True)
+class InventoryVersions(Envelope, tag="inventory.versions"):
+    data: dict[str, str]
+
+
+@_kind("inventory.change", "inventory", node=True)
+class InventoryChange(Envelope, tag="inventory.change"):
+    data: InventoryChangeData
+
+
+@_kind("inventory.topology", "inventory", node=True)
+class InventoryTopology(Envelope, tag="inventory.topology"):
+    data: InventoryTopologyData
+
+
+KIND_MODELS: dict[str, type[Envelope]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (
+        GpuSample, GpuXid, HwSensor, HwSel, NetPort, NetLink, NetRdma, StorageSample,
+        StorageMount, SchedJob, SchedNode, RuntimeLog, RuntimeProgress, RuntimeCheckpoint,
+        RuntimeContainer, InventoryVersions, InventoryChange, InventoryTopology,
+    )
+}
+KINDS: tuple[str, ...] = tuple(KIND_MODELS)
+
+Event = Union[
+    GpuSample, GpuXid, HwSensor, HwSel, NetPort, NetLink, NetRdma, StorageSample,
+    StorageMount, SchedJob, SchedNode, RuntimeLog, RuntimeProgress, RuntimeCheckpoint,
+    RuntimeContainer, InventoryVersions, InventoryChange, InventoryTopology,
+]

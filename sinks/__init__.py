@@ -1,0 +1,1 @@
+"""faultline sinks layer."""

@@ -1,0 +1,1 @@
+"""faultline streams layer."""
