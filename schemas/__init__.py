@@ -6,12 +6,14 @@ from .codec import (
 from .events import (
     CONTRACT_VERSION, INTERRUPTION_STATES, KIND_MODELS, KINDS, TERMINAL_JOB_STATES, Envelope, Event,
 )
+from .outputs import CATEGORIES, LAYERS, Affected, Alert, Cause, Checkpoint, EvidenceItem, Finding, Incident, Retry
 from .registry import (
     ALERTS, ALL_TOPICS, DEADLETTER, FINDINGS, INCIDENTS, INPUT_TOPICS, KIND_TOPICS, LAYER_TOPICS,
     OUTPUT_TOPICS, TOPIC_KEYS, key_for, topic_for,
 )
 
 __all__ = [
+    "CATEGORIES", "LAYERS", "Affected", "Alert", "Cause", "Checkpoint", "EvidenceItem", "Finding", "Incident", "Retry",
     "ALERTS", "ALL_TOPICS", "CONTRACT_VERSION", "ContractError", "DEADLETTER", "Envelope", "Event",
     "FINDINGS", "INCIDENTS", "INPUT_TOPICS", "INTERRUPTION_STATES", "KINDS", "KIND_MODELS",
     "KIND_TOPICS", "LAYER_TOPICS", "MAX_EVENT_BYTES", "OUTPUT_TOPICS", "TERMINAL_JOB_STATES",

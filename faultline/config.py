@@ -1,0 +1,144 @@
+"""One settings object, from environment variables and an optional TOML file.
+
+Precedence: environment > TOML file (``FAULTLINE_CONFIG`` or ``./faultline.toml``) > defaults.
+Secrets (SASL password, ClickHouse URL credentials, API token) may be given as
+``*_FILE`` variables pointing to a file; they are masked whenever settings are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+SECRET_FIELDS = frozenset({"kafka_sasl_password", "api_token", "clickhouse_url"})
+
+
+class ConfigError(ValueError):
+    """A setting has a value faultline cannot use; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    #: Kafka bootstrap servers, comma separated
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    #: PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str | None = None  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = None
+    kafka_ssl_cafile: str | None = None
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    #: prefix for every topic name (replay into a side pipeline, tests)
+    topic_prefix: str = ""
+    topic_partitions: int = 6
+    topic_replication: int = 1
+    #: input topic retention (replay horizon), hours
+    topic_retention_hours: int = 168
+    #: ClickHouse server URL (http://user:pass@host:8123/db); unset -> embedded chDB
+    clickhouse_url: str | None = None
+    #: embedded chDB data directory
+    store_path: str = "var/store"
+    #: worker web port (Faust web views: incident page, read-only SQL API)
+    web_port: int = 6066
+    #: bearer token for the worker's SQL API
+    api_token: str | None = None
+    #: lateness bound of event-time windows, ms
+    lateness_ms: int = 10_000
+    #: where collectors spool events while the broker is unreachable
+    spool_dir: str = "var/spool"
+    spool_max_mb: int = 256
+    log_level: str = "INFO"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def kafka_kwargs(self) -> dict[str, Any]:
+        """Connection keyword arguments for aiokafka clients."""
+        kw: dict[str, Any] = {
+            "bootstrap_servers": self.kafka_bootstrap,
+            "security_protocol": self.kafka_security_protocol,
+        }
+        if self.kafka_sasl_mechanism:
+            kw["sasl_mechanism"] = self.kafka_sasl_mechanism
+            kw["sasl_plain_username"] = self.kafka_sasl_username
+            kw["sasl_plain_password"] = self.kafka_sasl_password
+        if self.kafka_security_protocol in ("SSL", "SASL_SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            kw["ssl_context"] = create_ssl_context(
+                cafile=self.kafka_ssl_cafile, certfile=self.kafka_ssl_certfile,
+                keyfile=self.kafka_ssl_keyfile,
+            )
+        return kw
+
+    def topic(self, name: str) -> str:
+        return self.topic_prefix + name
+
+    def masked(self) -> dict[str, Any]:
+        """Settings as a dict with every secret masked (for printing and logs)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            val = getattr(self, f.name)
+            if f.name in SECRET_FIELDS and val:
+                val = _mask_url(val) if f.name == "clickhouse_url" else "***"
+            out[f.name] = val
+        return out
+
+
+def _mask_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def _coerce(name: str, raw: Any, default: Any) -> Any:
+    if isinstance(default, bool):
+        return str(raw).lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"setting {name} must be an integer, got {raw!r}") from None
+    return None if raw in (None, "") else str(raw)
+
+
+def load(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
+         **overrides: Any) -> Settings:
+    """Build the effective settings: defaults < TOML file < environment < ``overrides``."""
+    env = dict(os.environ if env is None else env)
+    values: dict[str, Any] = {}
+    cfg_path = path or env.get("FAULTLINE_CONFIG")
+    if cfg_path is None and Path("faultline.toml").is_file():
+        cfg_path = "faultline.toml"
+    if cfg_path:
+        try:
+            with open(cfg_path, "rb") as fh:
+                doc = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {cfg_path} not found: fix FAULTLINE_CONFIG or create it") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {cfg_path} is not valid TOML: {e}") from None
+        values.update(doc.get("faultline", doc))
+    defaults = Settings()
+    known = {f.name for f in fields(Settings)} - {"extra"}
+    extra = {k: v for k, v in values.items() if k not in known}
+    values = {k: v for k, v in values.items() if k in known}
+    for name in known:
+        var = "FAULTLINE_" + name.upper()
+        if var in env:
+            values[name] = env[var]
+        elif var + "_FILE" in env:
+            try:
+                values[name] = Path(env[var + "_FILE"]).read_text().strip()
+            except OSError as e:
+                raise ConfigError(f"{var}_FILE: cannot read {env[var + '_FILE']}: {e.strerror}") from None
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    typed = {k: _coerce(k, v, getattr(defaults, k)) for k, v in values.items()}
+    return replace(defaults, extra=extra, **typed)
