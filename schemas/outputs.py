@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 AlertSeverity = Literal["info", "warning", "critical"]
 
@@ -85,7 +85,7 @@ class Incident(Struct, kw_only=True):
     evidence: list[EvidenceItem] = []
     last_checkpoint: Union[Checkpoint, None] = None
     lost_gpu_hours: float = 0.0
-    affected: Affected = Affected()
+    affected: Affected = field(default_factory=Affected)
     retry: Union[Retry, None] = None
     # extensions (optional, additive)
     state: Union[str, None] = None      # terminal sched state, or "stalled"
