@@ -1,0 +1,84 @@
+"""Publishing contract events to Kafka: one producer per process.
+
+``Publisher`` routes each event to its topic with its key (``schemas.registry``),
+batches and compresses. Collectors, the simulator and replay all publish through it.
+Spooling to disk while the broker is away lives in ``producers.spool`` and wraps this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Iterable
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
+
+from ..config import Settings
+from ..schemas import Envelope, encode, key_for, topic_for
+
+log = logging.getLogger("faultline.publish")
+
+
+class BrokerUnreachable(ConnectionError):
+    """The Kafka broker did not answer; the message says where we looked and what to do."""
+
+
+def unreachable_message(bootstrap: str) -> str:
+    return (f"Kafka broker not reachable at {bootstrap}: run `make kafka-up` or set "
+            "FAULTLINE_KAFKA_BOOTSTRAP")
+
+
+class Publisher:
+    """Async producer of contract events (``await pub.start()`` ... ``await pub.stop()``)."""
+
+    def __init__(self, settings: Settings, *, linger_ms: int = 20, compression: str | None = "lz4",
+                 max_batch_bytes: int = 1 << 20, acks: int | str = "all") -> None:
+        self.settings = settings
+        try:
+            import lz4  # noqa: F401
+        except ImportError:
+            compression = "gzip" if compression == "lz4" else compression
+        self._producer = AIOKafkaProducer(
+            **settings.kafka_kwargs(), linger_ms=linger_ms, compression_type=compression,
+            max_batch_size=max_batch_bytes, acks=acks, enable_idempotence=acks == "all",
+        )
+        self.sent = 0
+
+    async def start(self) -> "Publisher":
+        try:
+            await self._producer.start()
+        except KafkaConnectionError:
+            await self._producer.stop()
+            raise BrokerUnreachable(unreachable_message(self.settings.kafka_bootstrap)) from None
+        return self
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def __aenter__(self) -> "Publisher":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    async def send_raw(self, topic: str, key: bytes | None, value: bytes,
+                       timestamp_ms: int | None = None) -> asyncio.Future:
+        """Queue one message (topic name without prefix); returns the delivery future."""
+        fut = await self._producer.send(self.settings.topic(topic), value=value, key=key,
+                                        timestamp_ms=timestamp_ms)
+        self.sent += 1
+        return fut
+
+    async def send(self, ev: Envelope) -> asyncio.Future:
+        return await self.send_raw(topic_for(ev), key_for(ev), encode(ev), ev.ts)
+
+    async def send_many(self, events: Iterable[Envelope]) -> int:
+        n = 0
+        for ev in events:
+            await self.send(ev)
+            n += 1
+        return n
+
+    async def flush(self) -> None:
+        await self._producer.flush()
