@@ -1,0 +1,251 @@
+"""Catalog of framework and kernel log signatures: ``classify(message) -> Signature | None``.
+
+A *signature* names what one log line (or multi-line block) says happened, with the
+fields worth keeping (rank, NCCL op and sequence number, XID, pid, errno...), a layer
+hint, a root-cause category hint, a severity and a *role*:
+
+- ``cause``: the line itself points at a culprit (``CUDA out of memory`` -> gpu_oom,
+  ``No space left on device`` -> storage_full, a kernel OOM kill -> host_oom, an XID).
+- ``weak``: a guess that only stands when nothing better explains the failure
+  (a bare Python traceback -> application).
+- ``info``: notable, explains no failure by itself (a corrected memory error).
+- ``symptom``: collateral damage that every rank prints when *something else* broke
+  (NCCL watchdog timeouts, remote errors, connection resets, elastic ChildFailedError).
+
+Formats are the ones the real software prints, e.g. PyTorch ``ProcessGroupNCCL``
+(``[Rank 12] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41,
+OpType=ALLREDUCE, ... Timeout(ms)=600000) ran for 600032 milliseconds before timing out.``),
+``torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...``, ``NCCL WARN ...``,
+``torch.distributed.elastic.multiprocessing.errors.ChildFailedError``, the Linux kernel's
+``Out of memory: Killed process 4242 (python)`` and ``NVRM: Xid (PCI:0000:3b:00): 79, ...``.
+
+Hot path: each rule has literal needles checked with ``in`` before its regex runs, and
+rules are tried most specific first, so the common "not interesting" line costs a few
+substring scans.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Pattern
+
+from msgspec import Struct
+
+Role = Literal["cause", "weak", "symptom", "info"]
+SigSeverity = Literal["info", "warning", "critical"]
+
+
+class Signature(Struct, frozen=True, kw_only=True):
+    """One classified log line."""
+
+    name: str
+    layer: str                # gpu | hw | net | storage | runtime | sched
+    category: str | None      # root-cause category hint (schemas.CATEGORIES) or None
+    severity: SigSeverity
+    role: Role
+    fields: dict[str, Any] = {}
+
+
+class _Rule:
+    __slots__ = ("name", "needles", "regex", "layer", "category", "severity", "role", "extract")
+
+    def __init__(self, name: str, needles: tuple[str, ...], regex: str | None, layer: str,
+                 category: str | None, severity: SigSeverity, role: Role, extract=None) -> None:
+        self.name = name
+        self.needles = needles
+        self.regex: Pattern[str] | None = re.compile(regex, re.S) if regex else None
+        self.layer = layer
+        self.category = category
+        self.severity = severity
+        self.role = role
+        self.extract = extract
+
+
+def _int(s: str | None) -> int | None:
+    try:
+        return int(s) if s is not None else None
+    except ValueError:
+        return None
+
+
+def _watchdog(m: re.Match[str], msg: str) -> dict[str, Any]:
+    f: dict[str, Any] = {}
+    r = _RANK_RE.search(msg)
+    if r:
+        f["rank"] = int(r.group(1) or r.group(2))
+    for key, rx in _WD_FIELDS:
+        mm = rx.search(msg)
+        if mm:
+            v = mm.group(1)
+            f[key] = int(v) if v.isdigit() else v
+    ran = _RAN_FOR_RE.search(msg)
+    if ran:
+        f["ran_for_ms"] = int(ran.group(1))
+    return f
+
+
+def _rank_only(m: re.Match[str] | None, msg: str) -> dict[str, Any]:
+    r = _RANK_RE.search(msg)
+    return {"rank": int(r.group(1) or r.group(2))} if r else {}
+
+
+def _xid(m: re.Match[str], msg: str) -> dict[str, Any]:
+    from .xid import lookup
+
+    info = lookup(int(m.group(2)))
+    f: dict[str, Any] = {"pci": m.group(1), "xid": info.xid, "category": info.category,
+                         "fatal": info.fatal}
+    pid = _PID_RE.search(msg, m.end())
+    if pid:
+        f["pid"] = _int(pid.group(1))
+    return f
+
+
+def _oom_killer(m: re.Match[str], msg: str) -> dict[str, Any]:
+    return {"pid": int(m.group(1)), "process": m.group(2)}
+
+
+def _groups(*names: str):
+    def ex(m: re.Match[str], msg: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, n in enumerate(names, 1):
+            v = m.group(i)
+            if v is not None:
+                out[n] = int(v) if v.isdigit() else v
+        r = _RANK_RE.search(msg)
+        if r and "rank" not in out:
+            out["rank"] = int(r.group(1) or r.group(2))
+        return out
+    return ex
+
+
+def _traceback(m: re.Match[str] | None, msg: str) -> dict[str, Any]:
+    f = _rank_only(None, msg)
+    last = _EXC_RE.findall(msg)
+    if last:
+        f["exception"] = last[-1][0]
+        f["detail"] = last[-1][1][:200]
+    return f
+
+
+_RANK_RE = re.compile(r"\[[Rr]ank ?(\d+)\]|\b[Rr]ank[ =:]+(\d+)")
+_WD_FIELDS = (
+    ("seq", re.compile(r"SeqNum=(\d+)")),
+    ("op", re.compile(r"OpType=(\w+)")),
+    ("timeout_ms", re.compile(r"Timeout\(ms\)=(\d+)")),
+)
+_RAN_FOR_RE = re.compile(r"ran for (\d+) milliseconds")
+_PID_RE = re.compile(r"pid=['\"]?(\d+)")
+_EXC_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(.*))?$", re.M)
+
+# Most specific first. needles: ANY of them must occur (case-sensitive) for the regex to run.
+_RULES: tuple[_Rule, ...] = (
+    # ---- kernel / driver (stream "kernel" usually)
+    _Rule("xid", ("NVRM: Xid",), r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)", "gpu", None, "critical", "cause", _xid),
+    _Rule("gpu_fallen_off_bus", ("fallen off the bus",), r"GPU (?:at PCI:([0-9A-Fa-f:.]+) )?has fallen off the bus",
+          "gpu", "gpu_hardware", "critical", "cause", _groups("pci")),
+    _Rule("cuda_ecc_error", ("uncorrectable ECC error",), r"uncorrectable ECC error encountered",
+          "gpu", "gpu_hardware", "critical", "cause", _rank_only),
+    _Rule("cgroup_oom", ("Memory cgroup out of memory",), r"Memory cgroup out of memory: Kill(?:ed)? process (\d+) \(([^)]*)\)",
+          "runtime", "host_oom", "critical", "cause", _oom_killer),
+    _Rule("oom_killer", ("Out of memory: Kill", "oom-kill:", "invoked oom-killer"),
+          r"Out of memory: Kill(?:ed)? process (\d+) \(([^)]*)\)|oom-kill:.*?task=([^,]*),pid=(\d+)|(\S+) invoked oom-killer",
+          "runtime", "host_oom", "critical", "cause",
+          lambda m, s: ({"pid": int(m.group(1)), "process": m.group(2)} if m.group(1)
+                        else {"pid": int(m.group(4)), "process": m.group(3)} if m.group(4)
+                        else {"process": m.group(5)})),
+    _Rule("edac_ce", ("EDAC",), r"EDAC \S+: \d+ CE", "hw", None, "warning", "info", None),
+    _Rule("mce", ("Hardware Error", "Machine check", "Machine Check", "EDAC"),
+          r"\[Hardware Error\]|Machine [Cc]heck|EDAC \S+: \d+ UE", "hw", "node_hardware", "critical", "cause", None),
+    _Rule("hung_task", ("blocked for more than",), r"task (\S+?):(\d+) blocked for more than (\d+) seconds",
+          "runtime", None, "warning", "symptom", _groups("process", "pid", "seconds")),
+    _Rule("nfs_not_responding", ("not responding",), r"nfs: server (\S+) not responding",
+          "storage", "storage_unavailable", "critical", "cause", _groups("server")),
+    _Rule("nic_link_down", ("Link down", "Link is Down", "link down", "link becomes down"),
+          r"(?:^|\s)(\S+?):? (?:NIC )?[Ll]ink (?:is )?[Dd]own|(\S+): link becomes down", "net", "network_link", "critical", "cause",
+          lambda m, s: {"iface": (m.group(1) or m.group(2) or "").rstrip(":")}),
+    _Rule("segfault", ("segfault at", "Segmentation fault", "SIGSEGV"),
+          r"(\S+?)\[(\d+)\]: segfault at|Segmentation fault|SIGSEGV", "runtime", "application", "critical", "weak",
+          _groups("process", "pid")),
+    # ---- framework / application
+    _Rule("cuda_oom", ("out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED"),
+          r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation",
+          "gpu", "gpu_oom", "critical", "cause",
+          lambda m, s: {**_rank_only(None, s), **({"gpu": int(g.group(1))} if (g := re.search(r"GPU (\d+) has a total", s)) else {})}),
+    _Rule("nccl_watchdog_timeout", ("Watchdog caught collective operation timeout", "WorkNCCL("),
+          r"Watchdog caught collective operation timeout|WorkNCCL\(.*?\) ran for", "runtime", None, "critical", "symptom", _watchdog),
+    _Rule("enospc", ("No space left on device", "ENOSPC", "Errno 28", "Disk quota exceeded"),
+          r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded", "storage", "storage_full", "critical", "cause", _rank_only),
+    _Rule("stale_file_handle", ("Stale file handle", "ESTALE", "Errno 116"),
+          r"Stale file handle|ESTALE|\[Errno 116\]", "storage", "storage_unavailable", "critical", "cause", _rank_only),
+    _Rule("readonly_fs", ("Read-only file system", "Errno 30", "EROFS"),
+          r"Read-only file system|\[Errno 30\]|EROFS", "storage", "storage_unavailable", "critical", "cause", _rank_only),
+    _Rule("transport_endpoint", ("Transport endpoint is not connected",), r"Transport endpoint is not connected",
+          "storage", "storage_unavailable", "critical", "cause", _rank_only),
+    _Rule("io_error", ("Input/output error", "Errno 5]", "I/O error"), r"Input/output error|\[Errno 5\]|I/O error",
+          "storage", None, "warning", "symptom", _rank_only),
+    _Rule("nccl_remote_error", ("ncclRemoteError", "remote process exited", "Got completion from peer",
+                                "Connection closed by remote peer"),
+          r"ncclRemoteError|remote process exited|Got completion from peer\s*(\S*).*?status=(\d+)|Connection closed by remote peer",
+          "net", None, "critical", "symptom", _groups("peer", "status")),
+    _Rule("nccl_error", ("NCCL WARN", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
+                         "ncclInvalidUsage", "NCCL error", "DistBackendError", "NCCL communicator was aborted"),
+          r"NCCL WARN\s*(.*)|(ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage)|NCCL error|DistBackendError|NCCL communicator was aborted",
+          "runtime", None, "critical", "symptom", _groups("detail", "nccl_code")),
+    _Rule("cuda_driver_mismatch", ("driver version is insufficient", "CUDA driver version"),
+          r"driver version is insufficient|CUDA driver version is insufficient", "gpu", "driver_software", "critical", "cause", _rank_only),
+    _Rule("cuda_illegal_address", ("illegal memory access", "misaligned address", "illegal instruction"),
+          r"an illegal memory access was encountered|misaligned address|an illegal instruction was encountered",
+          "gpu", None, "critical", "weak", _rank_only),
+    _Rule("connection_reset", ("Connection reset by peer", "ECONNRESET", "Errno 104", "Broken pipe"),
+          r"Connection reset by peer|ECONNRESET|\[Errno 104\]|Broken pipe", "net", None, "warning", "symptom", _rank_only),
+    _Rule("elastic_child_failed", ("ChildFailedError",), r"ChildFailedError",
+          "runtime", None, "critical", "symptom",
+          lambda m, s: {**_rank_only(None, s), **({"exitcode": int(e.group(1))} if (e := re.search(r"exitcode\s*:\s*(-?\d+)", s)) else {})}),
+    _Rule("sched_time_limit", ("DUE TO TIME LIMIT",), r"DUE TO TIME LIMIT", "sched", "scheduler", "warning", "cause", None),
+    _Rule("sched_preempted", ("DUE TO PREEMPTION",), r"DUE TO PREEMPTION", "sched", "scheduler", "warning", "cause", None),
+    _Rule("sigterm", ("SIGTERM", "got signal: 15", "Signals.SIGTERM"), r"SIGTERM|got signal: 15", "runtime", None, "warning", "symptom", _rank_only),
+    _Rule("python_traceback", ("Traceback (most recent call last)", "Error: ", "Exception: "),
+          r"Traceback \(most recent call last\)|^\s*[A-Za-z_][\w.]*(?:Error|Exception): ", "runtime", "application",
+          "critical", "weak", _traceback),
+)
+
+#: names of every signature the catalog can return
+NAMES: tuple[str, ...] = tuple(r.name for r in _RULES)
+_BY_NAME = {r.name: r for r in _RULES}
+# one pass over the line with every needle: most lines match none and stop here
+_ANY_NEEDLE = re.compile("|".join(sorted({re.escape(n) for r in _RULES for n in r.needles}, key=len, reverse=True)))
+
+
+def classify(message: str) -> Signature | None:
+    """Return the most specific signature of ``message`` or None when nothing matches."""
+    if not message or _ANY_NEEDLE.search(message) is None:
+        return None
+    for rule in _RULES:
+        for nd in rule.needles:
+            if nd in message:
+                break
+        else:
+            continue
+        m = rule.regex.search(message) if rule.regex is not None else None
+        if rule.regex is not None and m is None:
+            continue
+        fields = rule.extract(m, message) if rule.extract is not None else {}
+        return Signature(name=rule.name, layer=rule.layer, category=fields.get("category", rule.category),
+                         severity=rule.severity, role=rule.role, fields=fields)
+    return None
+
+
+def from_name(name: str, message: str = "") -> Signature | None:
+    """A signature named by a collector (``runtime.log`` ``data.signature``): its catalog
+    entry, with fields extracted from ``message`` when the rule's regex matches it."""
+    rule = _BY_NAME.get(name)
+    if rule is None:
+        return None
+    fields: dict[str, Any] = {}
+    if message and rule.regex is not None and rule.extract is not None:
+        m = rule.regex.search(message)
+        if m is not None:
+            fields = rule.extract(m, message)
+    return Signature(name=rule.name, layer=rule.layer, category=fields.get("category", rule.category),
+                     severity=rule.severity, role=rule.role, fields=fields)
