@@ -1,0 +1,60 @@
+"""``faultline worker``: run the Faust stream worker (detectors, per-job correlation, alerts,
+incidents). Several workers with the same app id share the partitions; a restarted worker
+rebuilds its tables from their changelog topics."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from .. import config
+from ..cli import CliError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="run the Faust stream worker (alerts, incidents)",
+                       description=__doc__)
+    p.add_argument("--workdir", metavar="DIR", default=None,
+                   help="working directory of the worker (Faust data dir; default var/worker)")
+    p.add_argument("--web-port", type=int, default=None, metavar="P",
+                   help="serve the worker's web views on port P (default: web disabled "
+                        "unless FAULTLINE_WEB_PORT is set)")
+    p.add_argument("--app-id", default=None,
+                   help="Faust app id = consumer group (default derived from the topic prefix)")
+    p.add_argument("--loglevel", default=None, choices=["debug", "info", "warning", "error"],
+                   help="log level (default: settings.log_level)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = config.load(args.config)
+    from ..streams.faust_topics import BrokerUnreachable, ensure_topics
+
+    try:
+        asyncio.run(ensure_topics(settings))
+    except BrokerUnreachable as e:
+        raise CliError(str(e)) from None
+
+    import faust  # heavy import: only once the broker is known to answer
+
+    from ..streams.app import create_app
+
+    workdir = Path(args.workdir or "var/worker").resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    web_port = args.web_port
+    if web_port is None and os.environ.get("FAULTLINE_WEB_PORT"):
+        web_port = settings.web_port
+    app = create_app(settings, app_id=args.app_id, web_enabled=web_port is not None,
+                     web_port=web_port, datadir=workdir / "faust")
+    loglevel = (args.loglevel or settings.log_level or "info").lower()
+    worker = faust.Worker(app, loglevel=loglevel, workdir=str(workdir), quiet=True,
+                          redirect_stdouts=False)
+    logging.getLogger("faultline").setLevel(loglevel.upper())
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0

@@ -1,0 +1,128 @@
+"""The Faust application: ``create_app(settings)`` builds a configured ``faust.App`` with the
+faultline agents, tables and timers installed (``streams.agents``) and the optional web views
+of other modules registered (``register_views``).
+
+Topics carry raw bytes (``value_serializer='raw'``); agents decode them in batches with
+``schemas.decode`` so a bad message becomes a dead-letter record instead of a crash.
+Tables use Faust's in-memory store, rebuilt from their changelog topics when a worker
+(re)starts; RocksDB is not installed on this machine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import ssl
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from ..config import Settings
+
+log = logging.getLogger("faultline.streams.app")
+
+#: modules that may define ``register_views(app)`` (Faust web views); missing ones are skipped
+VIEW_MODULES: tuple[str, ...] = ("faultline.sinks.api", "faultline.streams.web")
+
+
+def default_app_id(settings: Settings) -> str:
+    """The Faust app id (consumer group and changelog topic prefix).
+
+    ``settings.extra['app_id']`` wins; otherwise derived from the topic prefix, so a side
+    pipeline (or a test) with its own prefix never shares consumer groups or changelogs.
+    """
+    explicit = settings.extra.get("app_id")
+    if explicit:
+        return str(explicit)
+    prefix = re.sub(r"[^A-Za-z0-9_.-]", "_", settings.topic_prefix).strip("._-")
+    return f"faultline-{prefix}" if prefix else "faultline"
+
+
+def broker_urls(bootstrap: str) -> list[str]:
+    return [f"kafka://{h.strip()}" for h in bootstrap.split(",") if h.strip()]
+
+
+def broker_credentials(settings: Settings) -> Any:
+    """Faust credentials for the configured security protocol (None for PLAINTEXT)."""
+    proto = settings.kafka_security_protocol.upper()
+    ctx: ssl.SSLContext | None = None
+    if proto in ("SSL", "SASL_SSL"):
+        from aiokafka.helpers import create_ssl_context
+
+        ctx = create_ssl_context(cafile=settings.kafka_ssl_cafile,
+                                 certfile=settings.kafka_ssl_certfile,
+                                 keyfile=settings.kafka_ssl_keyfile)
+    if proto.startswith("SASL"):
+        return faust.SASLCredentials(username=settings.kafka_sasl_username,
+                                     password=settings.kafka_sasl_password,
+                                     ssl_context=ctx,
+                                     mechanism=settings.kafka_sasl_mechanism or "PLAIN")
+    if proto == "SSL":
+        return faust.SSLCredentials(ctx)
+    return None
+
+
+def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bool = False,
+               web_port: int | None = None, datadir: str | Path | None = None,
+               install: bool = True, **conf: Any) -> faust.App:
+    """Build the faultline Faust app for ``settings``.
+
+    ``install=False`` returns the bare configured app (no agents), for tools that only
+    need the configuration. Extra keyword arguments override Faust settings.
+    """
+    app_id = app_id or default_app_id(settings)
+    options: dict[str, Any] = dict(
+        broker=broker_urls(settings.kafka_bootstrap),
+        broker_credentials=broker_credentials(settings),
+        store="memory://",
+        key_serializer="raw",
+        value_serializer="raw",
+        topic_partitions=settings.topic_partitions,
+        topic_replication_factor=settings.topic_replication,
+        topic_allow_declare=True,
+        consumer_auto_offset_reset="earliest",
+        web_enabled=web_enabled,
+        web_port=web_port if web_port is not None else settings.web_port,
+        web_bind="0.0.0.0",
+        datadir=str(datadir or Path(settings.store_path).parent / "faust"),
+        producer_linger=0.005,
+        broker_commit_every=1000,
+        broker_commit_interval=1.0,
+        stream_wait_empty=False,
+        table_cleanup_interval=60.0,
+        autodiscover=False,
+    )
+    options.update(conf)
+    app = faust.App(app_id, **options)
+    app.faultline_settings = settings  # type: ignore[attr-defined]
+    if install:
+        from . import agents
+
+        agents.install(app, settings)
+        register_views(app)
+    return app
+
+
+def register_views(app: faust.App, modules: tuple[str, ...] = VIEW_MODULES) -> list[str]:
+    """Call ``register_views(app)`` of every module in ``modules`` that exists.
+
+    Other pieces (the SQL API of the sink, the incident web page) add their Faust web views
+    this way without this file knowing them. Returns the modules that registered.
+    """
+    done = []
+    for name in modules:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):
+                continue  # the optional module is not there (yet)
+            raise
+        fn = getattr(mod, "register_views", None)
+        if fn is not None:
+            fn(app)
+            done.append(name)
+    if done:
+        log.info("web views registered", extra={"modules": done})
+    return done
