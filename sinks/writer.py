@@ -1,0 +1,245 @@
+"""Batching, idempotent writer: contract events and output records -> store rows.
+
+Usage (the Faust sink agent, ``faultline ingest``, tests)::
+
+    w = SinkWriter(store, max_rows=50_000, max_delay_s=1.0)
+    w.add_raw(value_bytes)          # a validated contract event, as on the wire
+    w.add_event(ev)                 # or a decoded event struct
+    w.add_output(alert_or_incident_or_finding)
+    if w.due():                     # size or age bound reached
+        w.flush()                   # blocking: run it in an executor from asyncio code
+    ...
+    w.close()                       # flushes what is left
+
+Every buffer goes to the store in ONE insert per table per flush. Events travel as their JSON
+line into ``ingest_events`` (materialized views parse and route them in ClickHouse). Every
+table is keyed by the record id (incidents by id + revision), so a batch inserted twice - a
+crash after insert and before the offset commit - collapses on merge, and every query is
+written to be right before the merge. Commit the consumer offsets only after ``flush()``
+returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import msgspec
+import orjson
+
+from ..schemas.outputs import Alert, Finding, Incident
+from .store import Store, ms
+
+log = logging.getLogger("faultline.sinks.writer")
+
+__all__ = ["SinkWriter", "FlushStats", "alert_row", "incident_rows", "finding_row"]
+
+_enc = msgspec.json.Encoder()
+
+
+@dataclass
+class FlushStats:
+    events: int = 0
+    alerts: int = 0
+    incidents: int = 0
+    evidence: int = 0
+    findings: int = 0
+    seconds: float = 0.0
+
+    def __iadd__(self, o: "FlushStats") -> "FlushStats":
+        for k in ("events", "alerts", "incidents", "evidence", "findings", "seconds"):
+            setattr(self, k, getattr(self, k) + getattr(o, k))
+        return self
+
+
+def alert_row(a: Alert) -> dict[str, Any]:
+    return {
+        "id": a.id, "ts": ms(a.ts), "severity": a.severity, "detector": a.detector,
+        "node": a.node or "", "job": a.job or "", "subject": a.subject or "",
+        "summary": a.summary, "evidence": a.evidence,
+    }
+
+
+def incident_rows(i: Incident) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``incidents`` row and the ``incident_evidence`` rows of one incident revision."""
+    rc, ck, af, rt = i.root_cause, i.last_checkpoint, i.affected, i.retry
+    row = {
+        "id": i.id, "revision": i.revision, "job": i.job, "attempt": i.attempt,
+        "tenant": i.tenant or "", "failure_ts": ms(i.failure_ts), "start_ts": ms(i.start_ts),
+        "state": i.state or "", "symptom": i.symptom,
+        "category": rc.category, "component": rc.component, "cause_summary": rc.summary,
+        "confidence": rc.confidence, "ruled_out": i.ruled_out,
+        "last_checkpoint_ts": ms(ck.ts) if ck else None,
+        "last_checkpoint_step": ck.step if ck else None,
+        "last_checkpoint_path": ck.path if ck else "",
+        "lost_gpu_hours": i.lost_gpu_hours, "gpus": i.gpus, "image": i.image or "",
+        "affected_nodes": af.nodes, "affected_gpus": af.gpus, "affected_ports": af.ports,
+        "affected_paths": af.paths,
+        "retry_attempt": rt.attempt if rt else None, "retry_state": rt.state if rt else "",
+        "retry_ts": ms(rt.ts) if rt else None,
+        "retry_same_nodes": (1 if rt.same_nodes else 0) if rt else None,
+        "hypotheses": _enc.encode(i.hypotheses).decode(),
+        "record": _enc.encode(i).decode(),
+    }
+    ev = [{"incident_id": i.id, "revision": i.revision, "evidence_id": e.id, "ts": ms(e.ts),
+           "layer": e.layer, "node": e.node or "", "summary": e.summary} for e in i.evidence]
+    return row, ev
+
+
+def finding_row(f: Finding) -> dict[str, Any]:
+    return {
+        "id": f.id, "ts": ms(f.ts), "kind": f.kind, "dimension": f.dimension, "subject": f.subject,
+        "window_start": ms(f.window_start), "window_end": ms(f.window_end), "count": f.count,
+        "exposure": f.exposure, "exposure_unit": f.exposure_unit, "fleet_rate": f.fleet_rate,
+        "score": f.score, "severity": f.severity, "summary": f.summary, "action": f.action,
+        "incidents": f.incidents,
+    }
+
+
+class SinkWriter:
+    """Buffers events and output records; ``flush()`` writes one insert per table.
+
+    Bounded by ``max_rows`` (buffered records of all kinds) and ``max_delay_s`` (age of the
+    oldest buffered record): ``due()`` says when to flush; ``add_*`` never flushes by itself,
+    so the caller decides where the blocking insert runs. Thread-safe.
+    """
+
+    def __init__(self, store: Store, *, max_rows: int = 50_000, max_delay_s: float = 1.0) -> None:
+        self.store = store
+        self.max_rows = max_rows
+        self.max_delay_s = max_delay_s
+        self._lock = threading.Lock()
+        self._events: list[bytes] = []
+        self._alerts: list[dict[str, Any]] = []
+        self._incidents: list[dict[str, Any]] = []
+        self._evidence: list[dict[str, Any]] = []
+        self._findings: list[dict[str, Any]] = []
+        self._n = 0
+        self._first = 0.0
+        self.totals = FlushStats()
+
+    # ------------------------------------------------------------ buffering
+    def _added(self, n: int = 1) -> None:
+        if self._n == 0:
+            self._first = time.monotonic()
+        self._n += n
+
+    def add_raw(self, raw: bytes | bytearray | memoryview | str) -> None:
+        """One contract event as its JSON bytes (validate with ``schemas.decode`` upstream)."""
+        b = raw.encode() if isinstance(raw, str) else bytes(raw)
+        if b"\n" in b or b"\r" in b:  # JSONEachRow needs one line per row
+            b = orjson.dumps(orjson.loads(b))
+        with self._lock:
+            self._events.append(b)
+            self._added()
+
+    def add_raws(self, raws: Iterable[bytes]) -> None:
+        for r in raws:
+            self.add_raw(r)
+
+    def add_event(self, ev: Any) -> None:
+        """A decoded contract event (``schemas.Event``)."""
+        b = _enc.encode(ev)
+        with self._lock:
+            self._events.append(b)
+            self._added()
+
+    def add_alert(self, a: Alert) -> None:
+        row = alert_row(a)
+        with self._lock:
+            self._alerts.append(row)
+            self._added()
+
+    def add_incident(self, i: Incident) -> None:
+        row, ev = incident_rows(i)
+        with self._lock:
+            self._incidents.append(row)
+            self._evidence.extend(ev)
+            self._added()
+
+    def add_finding(self, f: Finding) -> None:
+        row = finding_row(f)
+        with self._lock:
+            self._findings.append(row)
+            self._added()
+
+    def add_output(self, rec: Any) -> None:
+        """An ``Alert``, ``Incident`` or ``Finding`` (struct, or a dict as on the topic)."""
+        if isinstance(rec, (bytes, bytearray, memoryview, str)):
+            rec = orjson.loads(rec)
+        if isinstance(rec, dict):
+            rec = _convert_output(rec)
+        if isinstance(rec, Incident):
+            self.add_incident(rec)
+        elif isinstance(rec, Alert):
+            self.add_alert(rec)
+        elif isinstance(rec, Finding):
+            self.add_finding(rec)
+        else:
+            raise TypeError(f"add_output takes Alert, Incident or Finding, not {type(rec).__name__}")
+
+    def __len__(self) -> int:
+        return self._n
+
+    def due(self) -> bool:
+        """True when the buffer reached ``max_rows`` or its oldest record ``max_delay_s``."""
+        return self._n >= self.max_rows or (self._n > 0 and time.monotonic() - self._first >= self.max_delay_s)
+
+    # ------------------------------------------------------------ writing
+    def flush(self) -> FlushStats:
+        """Insert everything buffered (blocking). On error the batch stays buffered and the
+        error propagates: retrying is safe, rows are idempotent by id."""
+        with self._lock:
+            events, alerts, incidents = self._events, self._alerts, self._incidents
+            evidence, findings = self._evidence, self._findings
+            if not self._n:
+                return FlushStats()
+            t0 = time.perf_counter()
+            st = self.store
+            # outputs first is arbitrary; each insert is idempotent, so a failure midway
+            # and a retry of the whole batch leaves no duplicates behind in query results
+            if events:
+                st.insert_json("ingest_events", b"\n".join(events))
+                self._events = []
+            if alerts:
+                st.insert("alerts", alerts)
+                self._alerts = []
+            if incidents:
+                st.insert("incidents", incidents)
+                self._incidents = []
+            if evidence:
+                st.insert("incident_evidence", evidence)
+                self._evidence = []
+            if findings:
+                st.insert("findings", findings)
+                self._findings = []
+            stats = FlushStats(len(events), len(alerts), len(incidents), len(evidence), len(findings),
+                               time.perf_counter() - t0)
+            self._n = 0
+            self.totals += stats
+        log.debug("sink flush", extra={"events": stats.events, "alerts": stats.alerts,
+                                       "incidents": stats.incidents, "seconds": round(stats.seconds, 4)})
+        return stats
+
+    def close(self) -> FlushStats:
+        return self.flush()
+
+    def __enter__(self) -> "SinkWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if exc_type is None:
+            self.flush()
+
+
+def _convert_output(d: dict[str, Any]) -> Any:
+    if "root_cause" in d and "revision" in d:
+        return msgspec.convert(d, Incident)
+    if "detector" in d:
+        return msgspec.convert(d, Alert)
+    if "dimension" in d:
+        return msgspec.convert(d, Finding)
+    raise TypeError(f"record with keys {sorted(d)[:6]} is not an alert, incident or finding")
