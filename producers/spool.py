@@ -1,0 +1,404 @@
+"""Publishing that survives a broker outage: a bounded on-disk write-ahead spool.
+
+``SpoolingPublisher`` has the API of ``Publisher`` (``start/stop/send/send_many/flush``)
+but ``send`` never waits on Kafka: every event is appended to an append-only segment
+file under ``settings.spool_dir`` and one background task drains the segments to Kafka in
+order, advancing a persisted read position only after the broker acknowledged a batch.
+
+- Broker away (at start or mid-stream): the drainer retries with backoff, events pile up
+  on disk, the collector keeps collecting.
+- Broker back: the backlog is sent in append order, so order per key is kept; a batch is
+  acknowledged before the position moves, so each event is delivered once (a crash between
+  the acknowledgement and the position write may resend one batch: at-least-once across a
+  crash; consumers deduplicate by event id, the contract's idempotency key).
+- Collector restart: segments and the position file are on disk; the new process resumes.
+- Full spool (``spool_max_mb``): the oldest segment is deleted, its undelivered events are
+  counted in ``stats['dropped']`` and logged. Nothing is dropped silently.
+
+Record framing: ``>HHIq`` (topic length, key length, value length, timestamp ms) followed by
+topic, key and value bytes. A torn record at the end of a segment (crash mid-write) is
+skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from pathlib import Path
+from typing import Iterable
+
+import orjson
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from ..config import Settings
+from ..schemas import Envelope, encode, key_for, topic_for
+
+log = logging.getLogger("faultline.spool")
+
+_HDR = struct.Struct(">HHIq")
+_SEG_PREFIX = "seg-"
+_SEG_SUFFIX = ".log"
+
+
+def _seg_name(n: int) -> str:
+    return f"{_SEG_PREFIX}{n:012d}{_SEG_SUFFIX}"
+
+
+def _seg_no(name: str) -> int:
+    return int(name[len(_SEG_PREFIX):-len(_SEG_SUFFIX)])
+
+
+def frame(topic: str, key: bytes, value: bytes, ts: int) -> bytes:
+    t = topic.encode()
+    return _HDR.pack(len(t), len(key), len(value), ts) + t + key + value
+
+
+def parse(buf: bytes | memoryview, start: int = 0) -> tuple[list[tuple[str, bytes, bytes, int, int]], int]:
+    """Complete records in ``buf`` from ``start``: ``[(topic, key, value, ts, end_offset)]``
+    and the offset after the last complete record."""
+    out = []
+    pos = start
+    n = len(buf)
+    hs = _HDR.size
+    while pos + hs <= n:
+        tl, kl, vl, ts = _HDR.unpack_from(buf, pos)
+        end = pos + hs + tl + kl + vl
+        if end > n:
+            break
+        p = pos + hs
+        topic = bytes(buf[p:p + tl]).decode()
+        key = bytes(buf[p + tl:p + tl + kl])
+        value = bytes(buf[p + tl + kl:end])
+        out.append((topic, key, value, ts, end))
+        pos = end
+    return out, pos
+
+
+class SpoolingPublisher:
+    """Kafka publisher with a bounded on-disk spool in front (same API as ``Publisher``)."""
+
+    def __init__(self, settings: Settings, *, spool_dir: str | os.PathLike[str] | None = None,
+                 max_mb: float | None = None, segment_bytes: int | None = None,
+                 batch_records: int = 5000, request_timeout_ms: int = 8000,
+                 retry_max_s: float = 5.0, linger_ms: int = 20, compression: str | None = "lz4") -> None:
+        self.settings = settings
+        self.dir = Path(spool_dir or settings.spool_dir)
+        self.max_bytes = int((settings.spool_max_mb if max_mb is None else max_mb) * 1024 * 1024)
+        self.segment_bytes = segment_bytes or max(64 * 1024, min(16 << 20, self.max_bytes // 8))
+        self.batch_records = batch_records
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_max_s = retry_max_s
+        self.linger_ms = linger_ms
+        try:
+            import lz4  # noqa: F401
+        except ImportError:
+            compression = "gzip" if compression == "lz4" else compression
+        self.compression = compression
+        #: counters: spooled (appended), sent (acknowledged), dropped (full spool), failures
+        self.stats = {"spooled": 0, "sent": 0, "dropped": 0, "send_failures": 0}
+        self.connected = False
+        self._producer: AIOKafkaProducer | None = None
+        self._buf = bytearray()
+        self._wfh = None
+        self._wseg = 0
+        self._wsize = 0
+        self._sizes: dict[int, int] = {}
+        self._rseg = 0
+        self._roff = 0
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._closing = False
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> "SpoolingPublisher":
+        """Open the spool (resuming a previous one) and start draining. Never fails because
+        the broker is away: events are spooled until it answers."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        segs = sorted(_seg_no(p.name) for p in self.dir.glob(f"{_SEG_PREFIX}*{_SEG_SUFFIX}"))
+        for s in segs:
+            self._sizes[s] = (self.dir / _seg_name(s)).stat().st_size
+        pos = self._load_position()
+        if segs:
+            if pos and pos[0] in self._sizes:
+                self._rseg, self._roff = pos
+            else:
+                self._rseg, self._roff = segs[0], 0
+            backlog = self.backlog_bytes()
+            if backlog:
+                log.info("spool resumes with %d bytes not yet delivered", backlog,
+                         extra={"spool_dir": str(self.dir), "backlog_bytes": backlog})
+        self._open_segment((segs[-1] + 1) if segs else 0)
+        if not segs:
+            self._rseg, self._roff = self._wseg, 0
+        self._task = asyncio.create_task(self._drain_loop(), name="faultline-spool-drain")
+        return self
+
+    async def stop(self, *, flush_timeout_s: float = 5.0) -> None:
+        """Deliver what the broker takes within ``flush_timeout_s``; the rest stays on disk."""
+        if self._task is None:
+            return
+        try:
+            await self.flush(timeout_s=flush_timeout_s)
+        finally:
+            self._closing = True
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+            await self._close_producer()
+            self._write_out()
+            if self._wfh is not None:
+                self._wfh.flush()
+                os.fsync(self._wfh.fileno())
+                self._wfh.close()
+                self._wfh = None
+            self._save_position()
+            if self._wsize == 0 and self._rseg == self._wseg:  # nothing in the last segment
+                self._remove_segment(self._wseg)
+
+    async def __aenter__(self) -> "SpoolingPublisher":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ API
+    async def send_raw(self, topic: str, key: bytes | None, value: bytes,
+                       timestamp_ms: int | None = None) -> None:
+        """Append one message (topic name without prefix) to the spool."""
+        self._buf += frame(topic, key or b"", value, timestamp_ms or 0)
+        self.stats["spooled"] += 1
+        if len(self._buf) >= 256 * 1024:
+            self._write_out()
+        self._wake.set()
+        self._idle.clear()
+
+    async def send(self, ev: Envelope) -> None:
+        await self.send_raw(topic_for(ev), key_for(ev), encode(ev), ev.ts)
+
+    async def send_many(self, events: Iterable[Envelope]) -> int:
+        buf = self._buf
+        n = 0
+        for ev in events:
+            buf += frame(topic_for(ev), key_for(ev), encode(ev), ev.ts)
+            n += 1
+        self.stats["spooled"] += n
+        self._write_out()
+        if n:
+            self._wake.set()
+            self._idle.clear()
+        return n
+
+    async def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until everything spooled so far is acknowledged by the broker; with
+        ``timeout_s``, give up after that long (events stay spooled). True when drained."""
+        self._write_out()
+        if self._caught_up():
+            return True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return self._caught_up()
+
+    @property
+    def sent(self) -> int:
+        return self.stats["sent"]
+
+    def backlog_bytes(self) -> int:
+        """Bytes spooled and not yet acknowledged by the broker."""
+        total = sum(sz for s, sz in self._sizes.items() if s >= self._rseg) - self._roff
+        return total + len(self._buf)
+
+    def metrics(self) -> dict[str, int]:
+        return {**self.stats, "backlog_bytes": self.backlog_bytes(), "connected": int(self.connected)}
+
+    # ------------------------------------------------------------------ writer side
+    def _open_segment(self, n: int) -> None:
+        if self._wfh is not None:
+            self._wfh.flush()
+            os.fsync(self._wfh.fileno())
+            self._wfh.close()
+        self._wseg = n
+        self._wfh = open(self.dir / _seg_name(n), "ab")
+        self._wsize = self._wfh.tell()
+        self._sizes[n] = self._wsize
+
+    def _write_out(self) -> None:
+        if not self._buf or self._wfh is None:
+            return
+        data = bytes(self._buf)
+        self._buf.clear()
+        # split on record boundaries only at rotation time: a segment may exceed its
+        # nominal size by one write, which keeps records whole
+        self._wfh.write(data)
+        self._wfh.flush()
+        self._wsize += len(data)
+        self._sizes[self._wseg] = self._wsize
+        if self._wsize >= self.segment_bytes:
+            self._open_segment(self._wseg + 1)
+        self._enforce_limit()
+
+    def _enforce_limit(self) -> None:
+        while sum(self._sizes.values()) > self.max_bytes:
+            oldest = min(self._sizes)
+            if oldest == self._wseg:
+                break
+            start = self._roff if oldest == self._rseg else 0
+            if oldest < self._rseg:
+                self._remove_segment(oldest)
+                continue
+            try:
+                data = (self.dir / _seg_name(oldest)).read_bytes()
+            except OSError:
+                data = b""
+            n = len(parse(data, start)[0])
+            self.stats["dropped"] += n
+            log.warning("spool full (%d MB): dropped %d oldest undelivered events", self.max_bytes >> 20, n,
+                        extra={"spool_dir": str(self.dir), "dropped": n, "dropped_total": self.stats["dropped"]})
+            self._remove_segment(oldest)
+            if oldest == self._rseg:
+                self._rseg, self._roff = min(self._sizes), 0
+                self._save_position()
+
+    def _remove_segment(self, n: int) -> None:
+        self._sizes.pop(n, None)
+        try:
+            (self.dir / _seg_name(n)).unlink()
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------ position
+    def _load_position(self) -> tuple[int, int] | None:
+        try:
+            d = orjson.loads((self.dir / "position.json").read_bytes())
+            return int(d["segment"]), int(d["offset"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _save_position(self) -> None:
+        tmp = self.dir / "position.json.tmp"
+        tmp.write_bytes(orjson.dumps({"segment": self._rseg, "offset": self._roff}))
+        os.replace(tmp, self.dir / "position.json")
+
+    def _caught_up(self) -> bool:
+        return not self._buf and self._rseg == self._wseg and self._roff >= self._wsize
+
+    # ------------------------------------------------------------------ drainer
+    async def _ensure_producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            p = AIOKafkaProducer(
+                **self.settings.kafka_kwargs(), linger_ms=self.linger_ms,
+                compression_type=self.compression, max_batch_size=1 << 20, acks="all",
+                enable_idempotence=True, request_timeout_ms=self.request_timeout_ms,
+            )
+            try:
+                await p.start()
+            except BaseException:
+                try:
+                    await p.stop()
+                except Exception:
+                    pass
+                raise
+            self._producer = p
+            if not self.connected:
+                log.info("broker reachable at %s; draining spool", self.settings.kafka_bootstrap,
+                         extra={"backlog_bytes": self.backlog_bytes()})
+            self.connected = True
+        return self._producer
+
+    async def _close_producer(self) -> None:
+        p, self._producer = self._producer, None
+        if p is not None:
+            try:
+                await asyncio.wait_for(p.stop(), self.request_timeout_ms / 1000 + 2)
+            except (asyncio.TimeoutError, Exception):
+                pass
+
+    def _read_batch(self) -> list[tuple[str, bytes, bytes, int, int]]:
+        """Up to ``batch_records`` records from the read position (moving past fully read,
+        closed segments)."""
+        while True:
+            if self._rseg not in self._sizes:  # dropped by the size limit, or deleted
+                later = [s for s in self._sizes if s > self._rseg]
+                self._rseg, self._roff = (min(later) if later else self._wseg), 0
+            size = self._sizes.get(self._rseg, 0)
+            if self._roff < size:
+                with open(self.dir / _seg_name(self._rseg), "rb") as fh:
+                    fh.seek(self._roff)
+                    data = fh.read(min(size - self._roff, 4 << 20))
+                recs, used = parse(data)
+                if recs:
+                    recs = recs[: self.batch_records]
+                    return [(t, k, v, ts, self._roff + end) for t, k, v, ts, end in recs]
+                if self._rseg == self._wseg:
+                    return []  # partial write in progress (cannot happen: we write whole records)
+                log.warning("spool segment %s ends with a torn record (%d bytes); skipped",
+                            _seg_name(self._rseg), size - self._roff, extra={"spool_dir": str(self.dir)})
+                self._roff = size
+            if self._rseg == self._wseg:
+                return []
+            done = self._rseg
+            later = [s for s in self._sizes if s > done]
+            self._rseg, self._roff = (min(later) if later else self._wseg), 0
+            self._remove_segment(done)
+            self._save_position()
+
+    async def _drain_loop(self) -> None:
+        backoff = 0.2
+        skip: set[tuple[int, int]] = set()  # (segment, end offset) already acknowledged within a partly failed batch
+        while True:
+            self._write_out()
+            batch = self._read_batch()
+            if not batch:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                prod = await self._ensure_producer()
+                futs = []
+                ends = []
+                for topic, key, value, ts, end in batch:
+                    if (self._rseg, end) in skip:
+                        continue
+                    futs.append(await prod.send(self.settings.topic(topic), value=value, key=key or None,
+                                                timestamp_ms=ts or None))
+                    ends.append(end)
+                results = await asyncio.gather(*futs, return_exceptions=True)
+            except (KafkaError, OSError, asyncio.TimeoutError) as e:
+                results = None
+                err: BaseException | None = e
+            else:
+                err = next((r for r in results if isinstance(r, BaseException)), None)
+            if err is None:
+                self.stats["sent"] += len(ends)
+                self._roff = batch[-1][4]
+                skip.clear()
+                self._save_position()
+                backoff = 0.2
+                continue
+            # failure: remember what did get through, drop the producer, retry with backoff
+            if results is not None:
+                for end, r in zip(ends, results):
+                    if not isinstance(r, BaseException):
+                        skip.add((self._rseg, end))
+                        self.stats["sent"] += 1
+            self.stats["send_failures"] += 1
+            if self.connected:
+                log.warning("broker unreachable at %s (%s); spooling to %s", self.settings.kafka_bootstrap,
+                            type(err).__name__, self.dir,
+                            extra={"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()})
+            self.connected = False
+            await self._close_producer()
+            self._idle.set()  # flush() waiters: nothing more happens until the broker returns
+            await asyncio.sleep(backoff)
+            self._idle.clear()
+            backoff = min(self.retry_max_s, backoff * 2)
