@@ -1,0 +1,144 @@
+"""GPU detectors: XIDs (catalog), ECC, row remapping, NVLink/PCIe error growth, thermal and
+power throttling, utilisation collapse, memory near capacity. State per GPU index."""
+
+from __future__ import annotations
+
+from typing import Union
+
+from msgspec import Struct
+
+from ..signals import Signal, make
+from ..xid import lookup
+from ._util import delta
+from .config import DetectorConfig
+
+# throttle reasons that slow a GPU against its will (sw_power_cap is the normal power limit)
+_BAD_THROTTLE = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "power_brake"})
+
+
+class GpuState(Struct, kw_only=True):
+    ts: int = 0
+    sbe: Union[int, None] = None
+    dbe: Union[int, None] = None
+    nvl: Union[int, None] = None
+    pcie: Union[int, None] = None
+    retired: Union[int, None] = None
+    remap: Union[int, None] = None
+    thr_since: int = 0
+    thr_fired: bool = False
+    util_ewma: float = -1.0
+    low_n: int = 0
+    util_fired: bool = False
+    mem_fired: bool = False
+
+
+def on_sample(st: GpuState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
+    d = ev.data
+    node = ev.node
+    g = d.gpu
+    subj = f"gpu:{node}/{g}"
+    # ---- cumulative counters (fast path: compare, only dig in on growth)
+    x = d.ecc_dbe
+    if x is not None:
+        if st.dbe is not None and x != st.dbe and (n := delta(st.dbe, x)) > 0:
+            out.append(make("ecc_dbe", subj, ev, "gpu", "critical",
+                            f"GPU {node}/{g}: {n} new uncorrectable (DBE) ECC error(s)",
+                            category="gpu_hardware", component=subj, score=0.9, data={"new": n, "total": x}))
+        st.dbe = x
+    x = d.ecc_sbe
+    if x is not None:
+        if st.sbe is not None and x != st.sbe and (n := delta(st.sbe, x)) >= cfg.sbe_burst:
+            out.append(make("ecc_sbe_burst", subj, ev, "gpu", "warning",
+                            f"GPU {node}/{g}: {n} corrected ECC errors in one interval",
+                            category="gpu_hardware", component=subj, score=0.35, data={"new": n}))
+        st.sbe = x
+    x = d.nvlink_errors
+    if x is not None:
+        if st.nvl is not None and x != st.nvl and (n := delta(st.nvl, x)) >= cfg.nvlink_burst:
+            out.append(make("nvlink_errors", subj, ev, "gpu", "warning",
+                            f"GPU {node}/{g}: NVLink errors +{n} in one interval",
+                            category="gpu_nvlink", component=subj, score=0.6, data={"new": n}))
+        st.nvl = x
+    x = d.pcie_replay
+    if x is not None:
+        if st.pcie is not None and x != st.pcie and (n := delta(st.pcie, x)) >= cfg.pcie_burst:
+            out.append(make("pcie_replay", subj, ev, "gpu", "warning",
+                            f"GPU {node}/{g}: PCIe replays +{n} in one interval",
+                            category="gpu_hardware", component=subj, score=0.35, data={"new": n}))
+        st.pcie = x
+    for attr, kind in (("retired_pages", "retired_pages"), ("remapped_rows_pending", "remap_pending")):
+        x = getattr(d, attr)
+        if x is None:
+            continue
+        prev = st.retired if attr == "retired_pages" else st.remap
+        if prev is not None and x > prev:
+            out.append(make(kind, subj, ev, "gpu", "warning",
+                            f"GPU {node}/{g}: {attr.replace('_', ' ')} {prev} -> {x}",
+                            category="gpu_hardware", component=subj, score=0.45, data={"from": prev, "to": x}))
+        if attr == "retired_pages":
+            st.retired = x
+        else:
+            st.remap = x
+    # ---- throttling episodes
+    thr = d.throttle
+    bad = [r for r in thr if r in _BAD_THROTTLE] if thr else None
+    if bad:
+        if st.thr_since == 0:
+            st.thr_since = ev.ts
+        elif not st.thr_fired and ev.ts - st.thr_since >= cfg.throttle_min_ms:
+            st.thr_fired = True
+            out.append(make("thermal_throttle", subj, ev, "gpu", "warning",
+                            f"GPU {node}/{g}: throttled ({', '.join(bad)}) for {(ev.ts - st.thr_since) // 1000} s"
+                            + (f" at {d.temp_c:.0f} C" if d.temp_c is not None else ""),
+                            category="thermal_throttle", component=subj, score=0.3,
+                            data={"reasons": bad, "since": st.thr_since, "temp_c": d.temp_c,
+                                  "sm_clock_mhz": d.sm_clock_mhz}))
+    elif st.thr_since:
+        st.thr_since = 0
+        st.thr_fired = False
+    # ---- utilisation collapse (a busy GPU going idle)
+    u = d.util_pct
+    if u is not None:
+        if st.util_ewma < 0:
+            st.util_ewma = u
+        if u < cfg.util_idle_pct and st.util_ewma >= cfg.util_busy_pct:
+            st.low_n += 1
+            if st.low_n >= cfg.util_collapse_samples and not st.util_fired:
+                st.util_fired = True
+                out.append(make("util_collapse", subj, ev, "gpu", "info",
+                                f"GPU {node}/{g}: utilisation fell from ~{st.util_ewma:.0f}% to {u:.0f}%",
+                                data={"baseline": round(st.util_ewma, 1), "util": u}))
+        else:
+            st.low_n = 0
+            st.util_ewma += 0.2 * (u - st.util_ewma)
+            if u >= cfg.util_busy_pct:
+                st.util_fired = False
+    # ---- memory near capacity
+    mu, mt = d.mem_used_mib, d.mem_total_mib
+    if mu is not None and mt:
+        if mu >= cfg.mem_high_ratio * mt:
+            if not st.mem_fired:
+                st.mem_fired = True
+                out.append(make("gpu_mem_high", subj, ev, "gpu", "warning",
+                                f"GPU {node}/{g}: memory {mu:.0f}/{mt:.0f} MiB ({100 * mu / mt:.1f}%)",
+                                category="gpu_oom", component=subj, score=0.3, data={"used_mib": mu, "total_mib": mt}))
+        else:
+            st.mem_fired = False
+    st.ts = ev.ts
+
+
+def on_xid(ev, out: list[Signal]) -> None:
+    d = ev.data
+    info = lookup(d.xid)
+    g = d.gpu if d.gpu is not None else (d.pci or "?")
+    subj = f"gpu:{ev.node}/{g}"
+    score = {"critical": 0.95, "warning": 0.7, "info": 0.15}[info.severity]
+    if not info.fatal:
+        score = min(score, 0.2)
+    if info.category == "application":
+        score = min(score, 0.5)
+    out.append(make("xid", subj, ev, "gpu", "critical" if info.severity == "critical" else "warning",
+                    f"XID {d.xid} on GPU {ev.node}/{g}: {info.meaning} (action: {info.action.split(' / ')[0]})",
+                    category=info.category, component=subj, score=score,
+                    data={"xid": d.xid, "gpu": d.gpu, "pci": d.pci, "pid": d.pid, "fatal": info.fatal,
+                          "app_induced": info.app_induced, "action": info.action}))

@@ -1,0 +1,288 @@
+"""Job-side state and detectors (fl.sched ``sched.job``, fl.runtime): the per-attempt record
+correlation reads, log signatures, progress (stall threshold, stragglers), checkpoints
+(failures, staleness), container OOM kills.
+
+``JobState`` (one per job, a msgspec Struct, bounded) is what a Faust table keeps per
+job key; ``feed_job(state, ev, cfg, out)`` updates it in event-time order."""
+
+from __future__ import annotations
+
+from typing import Union
+
+from msgspec import Struct
+
+from ..signals import Signal, make
+from ..signatures import classify, from_name
+from .config import DetectorConfig
+
+MAX_SIGNALS = 600      # per job; oldest non-critical dropped first
+MAX_INTERVALS = 64
+MAX_RANKS_TRACKED = 4096
+
+
+class Ckpt(Struct, array_like=True):
+    ts: int
+    step: int
+    path: str
+    id: str
+
+
+class AttemptRecord(Struct, kw_only=True):
+    """One job attempt as correlation sees it."""
+
+    job: str
+    attempt: int
+    tenant: Union[str, None] = None
+    state: str = "pending"
+    state_ts: int = 0
+    state_id: str = ""
+    first_ts: int = 0
+    nodes: list[str] = []
+    gpus: int = 0
+    ranks: dict[str, Union[str, None]] = {}
+    image: Union[str, None] = None
+    name: str = ""
+    user: str = ""
+    start_ts: Union[int, None] = None
+    end_ts: Union[int, None] = None
+    exit_code: Union[int, None] = None
+    signal: Union[int, None] = None
+    reason: Union[str, None] = None
+    sched: list[tuple[int, str, str]] = []        # (ts, event id, state), bounded
+    # progress summary
+    prog_n: int = 0
+    prog_first_ts: int = 0
+    prog_last_ts: int = 0
+    prog_last_id: str = ""
+    prog_last_step: int = 0
+    rank_last: dict[int, int] = {}                 # rank -> last progress ts
+    intervals: list[int] = []                      # recent per-rank progress intervals (ring)
+    step_ewma: dict[int, float] = {}               # rank -> EWMA step time (s)
+    straggler_fired: list[int] = []
+    # checkpoints
+    ckpts: list[Ckpt] = []                          # last few succeeded
+    ckpt_fail_n: int = 0
+    stale_fired: bool = False
+    # stall
+    stalled_at: int = 0                             # last progress ts when a stall was declared
+
+    def started(self) -> int:
+        return self.start_ts if self.start_ts is not None else self.first_ts
+
+    def stall_threshold_ms(self, cfg: DetectorConfig) -> int:
+        """No progress from any rank for longer than this = stall: ``stall_factor`` x the
+        p90 of the job's own per-rank progress intervals, never below ``stall_floor_ms``."""
+        iv = sorted(self.intervals)
+        if not iv:
+            return cfg.stall_floor_ms
+        p90 = iv[min(len(iv) - 1, int(0.9 * len(iv)))]
+        return max(cfg.stall_floor_ms, int(cfg.stall_factor * p90))
+
+    def last_checkpoint(self, before: int) -> Union[Ckpt, None]:
+        best = None
+        for c in self.ckpts:
+            if c.ts <= before and (best is None or c.ts > best.ts):
+                best = c
+        return best
+
+
+class JobState(Struct, kw_only=True):
+    job: str
+    attempts: dict[int, AttemptRecord] = {}
+    signals: list[Signal] = []                     # job-scoped signals (logs, ckpt, container, ...)
+    pending_prog: int = 0                          # progress seen before any attempt record
+
+    def attempt_at(self, ts: int) -> Union[AttemptRecord, None]:
+        """The attempt a runtime event at ``ts`` belongs to: the latest one that began by then."""
+        best = None
+        for a in self.attempts.values():
+            b = a.first_ts if a.start_ts is None else min(a.start_ts, a.first_ts)
+            if b <= ts and (best is None or a.attempt > best.attempt):
+                best = a
+        if best is None and self.attempts:
+            best = min(self.attempts.values(), key=lambda a: a.attempt)
+        return best
+
+
+def stalled(rec: AttemptRecord, watermark: int, cfg: DetectorConfig) -> bool:
+    """True when a running attempt has had no progress from any rank beyond its threshold."""
+    return (rec.state == "running" and rec.prog_n > 0 and not rec.stalled_at
+            and watermark - rec.prog_last_ts > rec.stall_threshold_ms(cfg))
+
+
+def _push(js: JobState, sig: Signal, out: list[Signal]) -> None:
+    out.append(sig)
+    sl = js.signals
+    sl.append(sig)
+    if len(sl) > MAX_SIGNALS:
+        for i, s in enumerate(sl):
+            if s.severity != "critical":
+                del sl[i]
+                break
+        else:
+            del sl[0]
+
+
+def _rank_node(rec: Union[AttemptRecord, None], rank: Union[int, None]) -> Union[str, None]:
+    if rec is None or rank is None:
+        return None
+    return rec.ranks.get(str(rank))
+
+
+def feed_job(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
+    k = ev.kind
+    if k == "runtime.progress":
+        _progress(js, ev, cfg, out)
+    elif k == "sched.job":
+        _sched(js, ev)
+    elif k == "runtime.log":
+        d = ev.data
+        sig = from_name(d.signature, d.message) if d.signature else None
+        if sig is None:
+            sig = classify(d.message)
+        if sig is None:
+            return
+        rec = js.attempt_at(ev.ts)
+        fields = dict(sig.fields)
+        rank = d.rank if d.rank is not None else fields.get("rank")
+        if rank is not None:
+            fields["rank"] = rank
+        node = ev.node or _rank_node(rec, rank)
+        first = d.message.strip().splitlines()[-1] if d.message.strip() else d.message
+        score = {"cause": 0.85, "weak": 0.3, "symptom": 0.0, "info": 0.0}[sig.role]
+        if sig.name == "xid":
+            score = 0.0  # the gpu.xid event carries the XID; a kernel line of it is evidence only
+        _push(js, make("log:" + sig.name, f"job:{ev.job}", ev, sig.layer if sig.layer != "runtime" else "runtime",
+                       sig.severity, f"{sig.name}" + (f" on rank {rank}" if rank is not None else "")
+                       + (f" ({node})" if node else "") + f": {first[:160]}",
+                       category=sig.category, score=score, node=node,
+                       data={"signature": sig.name, "role": sig.role, "stream": d.stream, **fields}), out)
+    elif k == "runtime.checkpoint":
+        _checkpoint(js, ev, out)
+    elif k == "runtime.container":
+        d = ev.data
+        if d.event == "oom_killed":
+            _push(js, make("container_oom", f"node:{ev.node}" if ev.node else f"job:{ev.job}", ev, "runtime",
+                           "critical", f"container {d.container} OOM-killed" + (f" on {ev.node}" if ev.node else ""),
+                           category="host_oom", component=f"node:{ev.node}" if ev.node else None, score=0.9,
+                           data={"container": d.container, "exit_code": d.exit_code}), out)
+
+
+def _sched(js: JobState, ev) -> None:
+    d = ev.data
+    rec = js.attempts.get(d.attempt)
+    if rec is None:
+        rec = js.attempts[d.attempt] = AttemptRecord(job=ev.job, attempt=d.attempt, tenant=ev.tenant,
+                                                     first_ts=ev.ts)
+        if len(js.attempts) > 64:
+            del js.attempts[min(js.attempts)]
+    rec.first_ts = min(rec.first_ts, ev.ts)
+    if ev.tenant:
+        rec.tenant = ev.tenant
+    # a terminal state is sticky: a late "running" must not reopen a finished attempt
+    terminal = rec.state not in ("pending", "running")
+    if not terminal or d.state not in ("pending", "running"):
+        if not (terminal and d.state == "requeued"):
+            rec.state = d.state
+            rec.state_ts = ev.ts
+            rec.state_id = ev.id
+    if d.nodes:
+        rec.nodes = list(d.nodes)
+    if d.gpus:
+        rec.gpus = d.gpus
+    if d.ranks:
+        rec.ranks = dict(d.ranks)
+    for f in ("image", "start_ts", "end_ts", "exit_code", "signal", "reason"):
+        v = getattr(d, f)
+        if v is not None:
+            setattr(rec, f, v)
+    if d.name:
+        rec.name = d.name
+    if d.user:
+        rec.user = d.user
+    if d.state in ("running",) and rec.start_ts is None:
+        rec.start_ts = ev.ts
+    if d.state not in ("pending", "running") and rec.end_ts is None:
+        rec.end_ts = ev.ts
+    rec.sched.append((ev.ts, ev.id, d.state))
+    if len(rec.sched) > 32:
+        del rec.sched[1]
+
+
+def _progress(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
+    rec = js.attempt_at(ev.ts)
+    if rec is None:
+        js.pending_prog += 1
+        return
+    d = ev.data
+    t = ev.ts
+    r = d.rank if d.rank is not None else -1
+    prev = rec.rank_last.get(r)
+    if prev is not None and t > prev:
+        iv = rec.intervals
+        iv.append(t - prev)
+        if len(iv) > MAX_INTERVALS:
+            del iv[0]
+    if prev is not None or len(rec.rank_last) < MAX_RANKS_TRACKED:
+        rec.rank_last[r] = t
+    if rec.prog_n == 0:
+        rec.prog_first_ts = t
+    rec.prog_n += 1
+    if t >= rec.prog_last_ts:
+        rec.prog_last_ts = t
+        rec.prog_last_id = ev.id
+        rec.prog_last_step = d.step
+    st = d.step_time_s
+    if st is not None and r >= 0:
+        e = rec.step_ewma.get(r)
+        e = st if e is None else e + 0.3 * (st - e)
+        if len(rec.step_ewma) < MAX_RANKS_TRACKED or r in rec.step_ewma:
+            rec.step_ewma[r] = e
+        if rec.prog_n % 8 == 0 and len(rec.step_ewma) >= 3 and r not in rec.straggler_fired:
+            vals = sorted(rec.step_ewma.values())
+            med = vals[len(vals) // 2]
+            if med > 0 and e > cfg.straggler_factor * med:
+                rec.straggler_fired.append(r)
+                node = _rank_node(rec, r) or ev.node
+                _push(js, make("straggler", f"job:{ev.job}", ev, "runtime", "warning",
+                               f"rank {r}" + (f" ({node})" if node else "") + f" is a straggler: step {e:.2f} s vs median {med:.2f} s",
+                               node=node, data={"rank": r, "step_time_s": round(e, 3), "median_s": round(med, 3)}), out)
+
+
+def _checkpoint(js: JobState, ev, out: list[Signal]) -> None:
+    d = ev.data
+    rec = js.attempt_at(ev.ts)
+    if d.phase == "succeeded":
+        if rec is not None:
+            rec.ckpts.append(Ckpt(ev.ts, d.step, d.path, ev.id))
+            if len(rec.ckpts) > 8:
+                del rec.ckpts[0]
+            rec.stale_fired = False
+    elif d.phase == "failed":
+        sig = classify(d.error) if d.error else None
+        cat = sig.category if sig is not None and sig.role == "cause" else None
+        if rec is not None:
+            rec.ckpt_fail_n += 1
+        _push(js, make("checkpoint_failed", f"job:{ev.job}", ev, "runtime", "warning",
+                       f"checkpoint step {d.step} to {d.path} failed" + (f": {d.error[:160]}" if d.error else ""),
+                       category=cat, score=0.8 if cat else 0.0,
+                       component=f"path:{_mount_of(d.path)}" if cat and cat.startswith("storage") else None,
+                       data={"step": d.step, "path": d.path, "error": d.error,
+                             "signature": sig.name if sig else None}), out)
+
+
+def _mount_of(path: str) -> str:
+    """Best guess of the mount point of a file path (first component): refined by the join."""
+    parts = [p for p in path.split("/") if p]
+    return "/" + parts[0] if parts else path
+
+
+def checkpoint_stale(rec: AttemptRecord, watermark: int, cfg: DetectorConfig) -> bool:
+    """True when a running attempt that checkpoints regularly has gone ``ckpt_stale_factor``
+    x its usual interval without a succeeded checkpoint."""
+    c = rec.ckpts
+    if rec.state != "running" or len(c) < 3 or rec.stale_fired:
+        return False
+    gaps = sorted(b.ts - a.ts for a, b in zip(c, c[1:]))
+    usual = gaps[len(gaps) // 2]
+    return usual > 0 and watermark - c[-1].ts > cfg.ckpt_stale_factor * usual
