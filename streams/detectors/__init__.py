@@ -1,0 +1,1 @@
+"""Detectors: pure, per subject, bounded state (see docs/streams.md)."""
