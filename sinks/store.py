@@ -201,13 +201,13 @@ class ChdbStore(_Base):
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         try:
-            self._s.query(sql, "Null", params=dict(params) if params else None)
+            self._s.query(sql, "Null", params=_chdb_params(params))
         except Exception as e:
             raise StoreError(f"{_head(sql)}: {e}") from None
 
     def query_table(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
         try:
-            res = self._s.query(sql, "JSONCompactEachRowWithNames", params=dict(params) if params else None)
+            res = self._s.query(sql, "JSONCompactEachRowWithNames", params=_chdb_params(params))
         except Exception as e:
             raise StoreError(f"{_head(sql)}: {e}") from None
         raw = res.bytes() if hasattr(res, "bytes") else bytes(res)
@@ -303,6 +303,25 @@ class ServerStore(_Base):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _literal(v: Any) -> str:
+    if isinstance(v, str):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if v is None:
+        return "NULL"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_literal(x) for x in v) + "]"
+    return str(v)
+
+
+def _chdb_params(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """chDB takes parameter values as text: arrays must be ClickHouse literals."""
+    if not params:
+        return None
+    return {k: (_literal(v) if isinstance(v, (list, tuple)) else v) for k, v in params.items()}
 
 
 def _head(sql: str) -> str:
