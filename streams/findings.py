@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+
+import msgspec
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -290,6 +292,8 @@ class FindingsTracker:
         self._changes: dict[tuple[str, str], _Change] = {}
         self._drift_seen: dict[tuple[str, int], int] = {}
         self._emitted: dict[str, tuple[int, int]] = {}  # finding id -> (count, window_end)
+        #: ids the last ``evaluate`` emitted for the first time
+        self.first_emitted: set[str] = set()
         self.now = 0
 
     # ------------------------------------------------------------ inputs
@@ -569,12 +573,21 @@ class FindingsTracker:
         out.extend(self._change_findings(now))
         self._prune(now)
         fresh = []
+        self.first_emitted = set()
         for f in out:
             prev = self._emitted.get(f.id)
             if prev is None or f.count > prev[0]:
+                if prev is None:
+                    self.first_emitted.add(f.id)
                 self._emitted[f.id] = (f.count, f.window_end)
                 fresh.append(f)
         return fresh
+
+    def evaluate_with_alerts(self, now_ms: int | None = None) -> tuple[list[Finding], list[Alert]]:
+        """``evaluate`` plus one ``Alert`` per finding id the first time it is emitted
+        (re-emissions with a higher count update the finding, not the pager)."""
+        found = self.evaluate(now_ms)
+        return found, [to_alert(f) for f in found if f.id in self.first_emitted]
 
     def snapshot(self, now_ms: int | None = None) -> list[Finding]:
         """Every currently significant finding (not only the changed ones)."""
@@ -707,34 +720,52 @@ class FindingsTracker:
         if not cohorts:
             return []
         atts = self._attempts_since(lo - cfg.change_window_ms)
-        valid = {i.id for i in self._intr.values() if not i.alert}
+        intr = self._intr
 
-        def stats(group: list[_Attempt]) -> tuple[int, float, list[str]]:
+        def stats(group: list[_Attempt], on: Any) -> tuple[int, float, list[str]]:
+            """Node-level: GPU-hours on the nodes ``on(attempt, node)`` selects, and the
+            attempt's interruptions blamed on such a node (or, with no node blamed, when
+            every node of the attempt is selected)."""
             c, e, ids = 0, 0.0, []
             for a in group:
+                if not a.nodes:
+                    continue
+                sel = {n for n in a.nodes if on(a, n)}
+                if not sel:
+                    continue
                 end = a.end if a.end is not None else now
-                e += a.gpus * max(0, min(end, now) - a.start) / HOUR_MS
-                hit = [i for i in a.incidents if i in valid]
-                c += len(hit)
-                ids.extend(hit)
+                e += a.gpus / len(a.nodes) * len(sel) * max(0, min(end, now) - a.start) / HOUR_MS
+                for iid in a.incidents:
+                    it = intr.get(iid)
+                    if it is None or it.alert:
+                        continue
+                    blamed = {x[5:] for x in it.subjects if x.startswith("node:")}
+                    if (blamed & sel) if blamed else len(sel) == len(set(a.nodes)):
+                        c += 1
+                        ids.append(iid)
             return c, e, ids
 
         tested = []
         for (comp, to), ch in cohorts:
-            tag = f"{comp}={to}"
-            cohort_nodes = set(ch.nodes)
-            after = [a for a in atts if a.start >= ch.first and a.start <= now]
-            exposed = [a for a in after if tag in a.versions]
-            control = [a for a in after if tag not in a.versions]
-            before = [a for a in atts if a.start < ch.first and a.start >= ch.first - cfg.change_window_ms
-                      and cohort_nodes.intersection(a.nodes)]
-            c1, e1, ids = stats(exposed)
+            took = ch.nodes
+            after = [a for a in atts if ch.first <= a.start <= now]
+            before = [a for a in atts if ch.first - cfg.change_window_ms <= a.start < ch.first]
+
+            def changed(a: _Attempt, n: str, took: dict = took) -> bool:
+                t = took.get(n)
+                return t is not None and t <= a.start
+
+            def unchanged(a: _Attempt, n: str, took: dict = took) -> bool:
+                t = took.get(n)
+                return t is None or t > a.start
+
+            c1, e1, ids = stats(after, changed)
             if c1 < cfg.change_min_count or e1 <= 0:
                 continue
-            c0, e0, _ = stats(control)
-            basis = "attempts without it since"
+            c0, e0, _ = stats(after, unchanged)
+            basis = "nodes without it since"
             if e0 < cfg.change_min_control_share * e1:
-                c0, e0, _ = stats(before)
+                c0, e0, _ = stats(before, lambda a, n, took=took: n in took)
                 basis = "the same nodes before"
             if e0 <= 0:
                 continue
@@ -784,6 +815,60 @@ class FindingsTracker:
             del self._drift_seen[k]
         for k in [k for k, v in self._emitted.items() if v[1] < horizon]:
             del self._emitted[k]
+
+    # ------------------------------------------------------------ persistence
+    def dump(self) -> bytes:
+        """The whole state as msgpack bytes (Faust changelog table value)."""
+        def att(a: _Attempt, running: bool) -> list:
+            return [a.job, a.attempt, a.start, a.end, a.gpus, a.nodes, a.weights, sorted(a.versions),
+                    a.image, list(a.context), sorted(a.incidents), running]
+
+        st = {
+            "v": 1, "now": self.now,
+            "versions": {n: [ts, v] for n, (ts, v) in self._versions.items()},
+            "links": {n: [list(x) for x in ls] for n, ls in self._links.items()},
+            "paths": {n: list(ps) for n, ps in self._paths.items()},
+            "gpn": self._gpn,
+            "att": [att(a, True) for a in self._running.values()] + [att(a, False) for a in self._closed.values()],
+            "expo": {s: [[b, c[0], c[1]] for b, c in bk.items()] for s, bk in self._expo.items()},
+            "intr": [[i.id, i.ts, i.revision, list(i.subjects), list(i.key) if i.key else None, i.alert]
+                     for i in self._intr.values()],
+            "changes": [[k[0], k[1], c.nodes, sorted(c.froms), sorted(c.actors), sorted(c.tickets), c.events]
+                        for k, c in self._changes.items()],
+            "drift": [[k[0], k[1], t] for k, t in self._drift_seen.items()],
+            "emitted": [[k, v[0], v[1]] for k, v in self._emitted.items()],
+        }
+        return msgspec.msgpack.encode(st)
+
+    @classmethod
+    def load(cls, blob: bytes | None, config: FindingsConfig | None = None) -> "FindingsTracker":
+        """Rebuild a tracker from ``dump()`` bytes (None or empty -> a fresh tracker)."""
+        tr = cls(config)
+        if not blob:
+            return tr
+        st = msgspec.msgpack.decode(blob)
+        tr.now = st["now"]
+        tr._versions = {n: (x[0], x[1]) for n, x in st["versions"].items()}
+        tr._links = {n: tuple((x[0], x[1]) for x in ls) for n, ls in st["links"].items()}
+        tr._paths = {n: tuple(ps) for n, ps in st["paths"].items()}
+        tr._gpn = dict(st["gpn"])
+        for job, attempt, start, end, gpus, nodes, w, vers, image, ctx, incs, running in st["att"]:
+            a = _Attempt(job, attempt, start, gpus, nodes)
+            a.end, a.weights, a.versions, a.image = end, w, frozenset(vers), image
+            a.context, a.incidents = tuple(ctx), set(incs)
+            (tr._running if running else tr._closed)[(job, attempt)] = a
+        tr._expo = {s: {b: [gh, at] for b, gh, at in cells} for s, cells in st["expo"].items()}
+        for iid, ts, rev, subs, key, alert in st["intr"]:
+            tr._intr[iid] = _Interruption(iid, ts, rev, tuple(subs), (key[0], key[1]) if key else None, alert)
+        for comp, to, nodes, froms, actors, tickets, events in st["changes"]:
+            c = _Change()
+            c.nodes = dict(nodes)
+            c.first, c.last = min(nodes.values()), max(nodes.values())
+            c.froms, c.actors, c.tickets, c.events = set(froms), set(actors), set(tickets), list(events)
+            tr._changes[(comp, to)] = c
+        tr._drift_seen = {(j, a): t for j, a, t in st["drift"]}
+        tr._emitted = {k: (c, we) for k, c, we in st["emitted"]}
+        return tr
 
     def stats(self) -> dict[str, int]:
         """Sizes of the bounded state (for tests and metrics)."""
