@@ -1,0 +1,379 @@
+"""Correlation: one job attempt's record + the signals on its resources -> ``Incident``.
+
+Causal rules (general, not fitted to any scenario):
+
+1. A *candidate cause* is a signal with a root-cause category, on the job's own resources
+   (its nodes and their GPUs, the switch ports its NICs hang off, the mounts its nodes use,
+   its segment for congestion) and inside ``[start - lookback, cutoff]``.
+2. Signals after the failure explain less (a consequence or an echo); old signals decay.
+3. An XID that NVIDIA lists as possibly application-caused, or that is not fatal, and that
+   comes after an application error on the same node is the echo of that error, not its
+   cause.
+4. Candidates are ranked by strength tier, then by time: the earliest strong fault on the
+   job's path wins (the rank that *shows* the symptom, e.g. an NCCL timeout on a healthy
+   node, is not blamed: the one GPU / port / mount with an actual fault is).
+5. ``application`` only when no infrastructure candidate of weight remains; ``unknown``
+   when nothing explains the interruption; ``scheduler`` for preemption and a time limit
+   reached while the job was progressing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable, Iterable
+
+from msgspec import Struct
+
+from ..schemas.outputs import Affected, Cause, Checkpoint, EvidenceItem, Incident, Retry
+from .detectors.job import AttemptRecord
+from .join import View
+from .signals import Signal
+
+INFRA_LAYERS = ("gpu", "hw", "net", "storage")
+# python exceptions that are code bugs whatever the infrastructure does
+CODE_EXCEPTIONS = frozenset({
+    "KeyError", "ValueError", "TypeError", "AttributeError", "IndexError", "NameError", "ImportError",
+    "ModuleNotFoundError", "AssertionError", "ZeroDivisionError", "NotImplementedError", "SyntaxError",
+    "UnboundLocalError", "RecursionError", "FileNotFoundError", "json.decoder.JSONDecodeError",
+})
+# signatures that report an application-side error (for the echo rule)
+APP_ERROR_SIGS = frozenset({"python_traceback", "segfault", "cuda_illegal_address", "cuda_oom"})
+SHORT = {"nccl_watchdog_timeout": "nccl_timeout", "elastic_child_failed": "child_failed",
+         "python_traceback": "traceback"}
+
+
+class CorrelateConfig(Struct, frozen=True, kw_only=True):
+    lookback_ms: int = 30 * 60_000      # window starts this long before the attempt start
+    settle_ms: int = 60_000             # evidence accepted this long after the failure
+    post_grace_ms: int = 5_000          # signals within this after the failure count fully
+    decay_ms: int = 3_600_000           # age over which an old signal loses 40 % weight
+    change_window_ms: int = 7 * 86_400_000  # a version change this recent can be blamed
+    explain_min: float = 0.35           # infrastructure weight that vetoes `application`
+    max_evidence: int = 40
+
+
+def incident_id(job: str, attempt: int) -> str:
+    """Stable: the same job attempt always gives the same id."""
+    return "inc-" + hashlib.blake2b(f"{job}|{attempt}".encode(), digest_size=10).hexdigest()
+
+
+class _Cand:
+    __slots__ = ("category", "component", "score", "ts", "sigs", "summary")
+
+    def __init__(self, category: str, component: str, score: float, ts: int, summary: str) -> None:
+        self.category = category
+        self.component = component
+        self.score = score
+        self.ts = ts
+        self.sigs: list[Signal] = []
+        self.summary = summary
+
+
+def _tier(score: float) -> int:
+    return 0 if score >= 0.8 else 1 if score >= 0.55 else 2 if score >= 0.35 else 3
+
+
+def _local_gpu(rec: AttemptRecord, rank: int, node: str) -> int:
+    """Local GPU index of a global rank: its position among the node's ranks."""
+    on_node = sorted(int(r) for r, n in rec.ranks.items() if n == node and r.lstrip("-").isdigit())
+    return on_node.index(rank) if rank in on_node else rank % max(1, (rec.gpus // max(1, len(rec.nodes))) or 1)
+
+
+def _component(sig: Signal, rec: AttemptRecord, view: View) -> str:
+    """The culprit of ``sig`` in the contract's component form."""
+    cat = sig.category
+    d = sig.data
+    if cat in ("network_congestion",):
+        seg = None
+        if sig.subject.startswith("rdma:") and sig.node:
+            seg = view.segment_of(sig.node, d.get("device")) or view.segment_of(sig.node)
+        elif sig.subject.startswith("port:"):
+            dev, port = d.get("device"), d.get("port")
+            seg = view.port_segment(dev, port) if sig.node is None else (
+                view.segment_of(sig.node, dev) or view.port_segment(dev, port))
+        elif sig.node:
+            seg = view.segment_of(sig.node)
+        return f"segment:{seg}" if seg else (f"node:{sig.node}" if sig.node else sig.subject)
+    if cat == "network_link":
+        dev, port = d.get("device"), d.get("port")
+        if sig.node and dev:
+            sp = view.switch_port_of(sig.node, dev)
+            if sp:
+                return f"port:{sp}"
+        if sig.kind.startswith("log:") and sig.node:
+            iface = d.get("iface")
+            sp = view.switch_port_of(sig.node, iface) if iface else None
+            if sp is None and len(view.links.get(sig.node, ())) == 1:
+                l = view.links[sig.node][0]
+                sp = f"{l.switch}/{l.port}"
+            if sp:
+                return f"port:{sp}"
+            return f"port:{iface or '?'}@{sig.node}"
+        if dev is not None:
+            return f"port:{dev}/{port}"
+    if sig.component:
+        if sig.component.startswith("path:") and sig.kind == "checkpoint_failed":
+            m = view.mount_of(sig.node, d.get("path") or "")
+            if m is None:
+                for n in rec.nodes:
+                    m = view.mount_of(n, d.get("path") or "")
+                    if m:
+                        break
+            return f"path:{m}" if m else sig.component
+        return sig.component
+    if cat in ("gpu_oom", "gpu_hardware", "gpu_nvlink", "thermal_throttle", "driver_software"):
+        node = sig.node or (rec.nodes[0] if rec.nodes else "?")
+        g = d.get("gpu")
+        if g is None and d.get("rank") is not None:
+            g = _local_gpu(rec, int(d["rank"]), node)
+        return f"gpu:{node}/{g if g is not None else 0}"
+    if cat in ("node_hardware", "host_oom"):
+        return f"node:{sig.node or (rec.nodes[0] if rec.nodes else '?')}"
+    if cat in ("storage_slow", "storage_unavailable", "storage_full"):
+        path = d.get("path")
+        if path is None and sig.node:
+            ms = view.mounts.get(sig.node) or []
+            path = ms[0].path if len(ms) == 1 else None
+        if path is None:
+            ps = sorted({m.path for n in rec.nodes for m in view.mounts.get(n, ())})
+            path = ps[0] if len(ps) == 1 else "?"
+        return f"path:{view.mount_of(sig.node, path) or path}"
+    return f"job:{rec.job}"
+
+
+def _symptom(rec: AttemptRecord, job_sigs: list[Signal], state: str, stalled_for: int | None) -> tuple[str, Signal | None]:
+    """What the job died of, as the job saw it: the first error it printed."""
+    best: Signal | None = None
+    best_key = None
+    for s in job_sigs:
+        if not s.kind.startswith("log:") or s.severity != "critical":
+            continue
+        role = s.data.get("role")
+        if role not in ("cause", "symptom", "weak"):
+            continue
+        key = (s.ts, s.data.get("rank") if s.data.get("rank") is not None else 1 << 30, s.id)
+        if best_key is None or key < best_key:
+            best, best_key = s, key
+    if best is not None:
+        name = SHORT.get(best.data["signature"], best.data["signature"])
+        if name == "traceback" and best.data.get("exception"):
+            name = best.data["exception"].rsplit(".", 1)[-1]
+        r = best.data.get("rank")
+        where = f" on rank {r}" if r is not None else (f" on {best.node}" if best.node else "")
+        return name + where, best
+    for s in job_sigs:
+        if s.kind == "container_oom":
+            return f"oom_killed on {s.node}" if s.node else "oom_killed", s
+    if stalled_for is not None:
+        return f"stall: no progress for {stalled_for // 1000} s (last step {rec.prog_last_step})", None
+    code = f" (exit {rec.exit_code})" if rec.exit_code is not None else ""
+    sig = f" (signal {rec.signal})" if rec.signal is not None else ""
+    return f"{state}{code}{sig}" + (f": {rec.reason}" if rec.reason else ""), None
+
+
+def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signals: Iterable[Signal],
+              view: View, covered_layers: Iterable[str], cfg: CorrelateConfig = CorrelateConfig(), *,
+              cutoff: int, failure_ts: int, state: str, stalled: bool = False, retry: Retry | None = None,
+              change_failures: Callable[[str, int], int] | None = None, revision: int = 1) -> Incident:
+    """Explain one interrupted attempt. Pure: the result depends on the arguments only
+    (signal lists are de-duplicated by id and sorted, so their order does not matter)."""
+    start = rec.started()
+    t0 = start - cfg.lookback_ms
+    uniq: dict[str, Signal] = {}
+    for s in list(job_signals) + list(resource_signals):
+        if t0 <= s.ts <= cutoff and s.id not in uniq:
+            uniq[s.id] = s
+    sigs = sorted(uniq.values(), key=lambda s: (s.ts, s.id))
+    job_sigs = [s for s in sigs if s.subject.startswith("job:") or s.kind == "container_oom"]
+    stalled_for = (cutoff - failure_ts) if stalled else None
+    symptom, sym_sig = _symptom(rec, job_sigs, state, stalled_for)
+    sym_cat = sym_sig.category if sym_sig is not None and sym_sig.data.get("role") == "cause" else None
+
+    # ---- application errors (for the echo rule and the application verdict)
+    app_errs = [s for s in job_sigs if s.kind.startswith("log:") and s.data.get("signature") in APP_ERROR_SIGS]
+    code_bug = [s for s in app_errs if s.data.get("exception", "").rsplit(".", 1)[-1] in CODE_EXCEPTIONS]
+    first_app = {}
+    for s in app_errs:
+        first_app.setdefault(s.node, s.ts)
+    first_app_any = min((s.ts for s in app_errs), default=None)
+
+    stragglers = {s.node for s in job_sigs if s.kind == "straggler" and s.node}
+
+    cands: dict[tuple[str, str], _Cand] = {}
+    for s in sigs:
+        cat = s.category
+        if cat is None or s.score <= 0:
+            continue
+        score = s.score
+        if s.kind == "xid":
+            app_t = first_app.get(s.node, first_app_any if s.node is None else None)
+            if app_t is not None and s.ts >= app_t and (s.data.get("app_induced") or not s.data.get("fatal")):
+                continue  # echo of the application's own error
+        if s.kind == "thermal_throttle":
+            score = 0.7 if s.node in stragglers else score
+        if s.kind.startswith("log:") and s.data.get("role") == "weak":
+            continue  # application evidence: judged below
+        if s.kind == "log:xid":
+            continue
+        # time: after the failure -> consequence; long before -> decays
+        if s.ts > failure_ts + cfg.post_grace_ms:
+            score *= 0.5
+        else:
+            age = failure_ts - s.ts
+            if age > 0:
+                score *= 1.0 - 0.4 * min(1.0, age / cfg.decay_ms)
+        if sym_cat is not None and cat == sym_cat:
+            score = min(0.99, score + 0.1)
+        comp = _component(s, rec, view)
+        key = (cat, comp)
+        c = cands.get(key)
+        if c is None:
+            c = cands[key] = _Cand(cat, comp, score, s.ts, s.summary)
+        else:
+            if score > c.score:
+                c.score, c.summary = score, s.summary
+            c.ts = min(c.ts, s.ts)
+        c.sigs.append(s)
+    for c in cands.values():
+        if len(c.sigs) > 1:
+            c.score = min(0.99, c.score + min(0.1, 0.03 * (len(c.sigs) - 1)))
+
+    # ---- version drift inside the job: the odd node out
+    if len(rec.nodes) > 1:
+        for comp in ("driver", "cuda", "nccl", "image", "framework", "gpu_firmware", "ofed", "kernel"):
+            vals: dict[str, list[str]] = {}
+            for n in rec.nodes:
+                v = view.versions.get(n, {}).get(comp)
+                if v is not None:
+                    vals.setdefault(v, []).append(n)
+            if len(vals) > 1:
+                ranked = sorted(vals.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+                majority = ranked[0][0]
+                for v, ns in ranked[1:]:
+                    for n in ns:
+                        key = ("driver_software", f"node:{n}")
+                        c = cands.get(key) or _Cand("driver_software", f"node:{n}", 0.0, start,
+                                                    f"version drift: {n} runs {comp} {v}, the rest of the job {majority}")
+                        c.score = max(c.score, 0.6)
+                        cands[key] = c
+
+    # ---- version change followed by failures
+    for ch in view.changes_on(rec.nodes, failure_ts - cfg.change_window_ms, failure_ts):
+        cur = view.versions.get(ch.node, {}).get(ch.component)
+        if cur is not None and cur != ch.to:
+            continue
+        comp = f"version:{ch.component}={ch.to}"
+        prior = change_failures(comp, failure_ts) if change_failures else 0
+        score = 0.45 + min(0.35, 0.15 * prior)
+        key = ("change_regression", comp)
+        c = cands.get(key)
+        if c is None:
+            c = cands[key] = _Cand("change_regression", comp, score,
+                                   ch.ts, f"{ch.component} changed {ch.from_ or '?'} -> {ch.to} on {ch.node}"
+                                   + (f"; {prior} earlier failure(s) since" if prior else ""))
+        c.score = max(c.score, score)
+    if rec.image and change_failures:
+        comp = f"version:image={rec.image}"
+        prior = change_failures(comp, failure_ts)
+        if prior >= 1 and ("change_regression", comp) not in cands:
+            cands[("change_regression", comp)] = _Cand(
+                "change_regression", comp, 0.45 + min(0.35, 0.15 * prior), start,
+                f"image {rec.image} is new and {prior} earlier attempt(s) on it failed")
+
+    # ---- scheduler-side endings
+    if state == "preempted":
+        cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.97, failure_ts,
+                                                        "preempted by the scheduler" + (f": {rec.reason}" if rec.reason else ""))
+    elif state == "timeout" and not stalled:
+        cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.75, failure_ts,
+                                                        "time limit reached while the job was progressing")
+    elif state == "cancelled" and not stalled:
+        cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.6, failure_ts, "cancelled")
+    elif state == "out_of_memory" and not any(c.category == "host_oom" for c in cands.values()):
+        n = rec.nodes[0] if rec.nodes else "?"
+        cands[("host_oom", f"node:{n}")] = _Cand("host_oom", f"node:{n}", 0.6, failure_ts,
+                                                  "the scheduler reports the job out of memory")
+    elif state == "node_fail" and not any(c.category == "node_hardware" for c in cands.values()):
+        n = rec.nodes[0] if rec.nodes else "?"
+        cands[("node_hardware", f"node:{n}")] = _Cand("node_hardware", f"node:{n}", 0.4, failure_ts,
+                                                       "the scheduler reports a node failure")
+
+    # ---- application: only when no infrastructure candidate of weight remains
+    infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
+    if app_errs or (state == "failed" and not cands):
+        appl_score = 0.6 if code_bug else (0.45 if app_errs else 0.3)
+        s0 = (code_bug or app_errs or [None])[0]
+        summary = (f"application error: {s0.summary}" if s0 is not None
+                   else f"job failed{f' with exit code {rec.exit_code}' if rec.exit_code is not None else ''}; "
+                        "every infrastructure layer clean")
+        if infra_weight >= cfg.explain_min:
+            appl_score = min(appl_score, infra_weight - 0.05, 0.3)
+        c = _Cand("application", f"job:{rec.job}", appl_score, s0.ts if s0 is not None else failure_ts, summary)
+        c.sigs.extend(code_bug or app_errs)
+        cands[("application", f"job:{rec.job}")] = c
+
+    ranked = sorted(cands.values(), key=lambda c: (_tier(c.score), c.ts, -c.score, c.category, c.component))
+    if stalled and ranked and all(c.score < cfg.explain_min for c in ranked):
+        ranked = []
+    if not ranked:
+        root = Cause(category="unknown", component=f"job:{rec.job}", confidence=0.2,
+                     summary="no signal on the job's resources explains the interruption")
+        hyps: list[Cause] = []
+    else:
+        top = ranked[0]
+        second = ranked[1].score if len(ranked) > 1 else 0.0
+        conf = top.score * (1.0 - 0.35 * (second / top.score if top.score else 0.0))
+        root = Cause(category=top.category, component=top.component, summary=top.summary,
+                     confidence=round(max(0.05, min(0.99, conf)), 2), evidence=[e for s in top.sigs for e in s.evidence][:20])
+        hyps = [Cause(category=c.category, component=c.component, summary=c.summary,
+                      confidence=round(max(0.01, min(0.99, c.score)), 2),
+                      evidence=[e for s in c.sigs for e in s.evidence][:20]) for c in ranked[:6]]
+
+    # ---- ruled out: layers with telemetry on the job's resources and no signal of weight
+    flagged = {s.layer for s in sigs if s.category is not None and s.score >= 0.2 and not s.subject.startswith("job:")}
+    ruled_out = sorted(l for l in set(covered_layers) if l in INFRA_LAYERS and l not in flagged)
+
+    # ---- evidence timeline: most relevant first, then time-ordered
+    chosen: dict[str, EvidenceItem] = {}
+
+    def add(s: Signal) -> None:
+        if len(chosen) < cfg.max_evidence and s.id not in chosen:
+            chosen[s.id] = EvidenceItem(id=s.evidence[0] if s.evidence else s.id, ts=s.ts, layer=s.layer,
+                                        node=s.node, summary=s.summary)
+
+    for c in ranked:
+        for s in c.sigs[:8]:
+            add(s)
+    if sym_sig is not None:
+        add(sym_sig)
+    for s in sigs:
+        if s.severity != "info" or s.kind in ("version_change", "port_up"):
+            add(s)
+    for ts, eid, st in rec.sched:
+        if len(chosen) < cfg.max_evidence and ts <= cutoff:
+            chosen.setdefault(eid, EvidenceItem(id=eid, ts=ts, layer="sched", node=None,
+                                                summary=f"job {rec.job} attempt {rec.attempt} {st}"))
+    if stalled and rec.prog_last_id:
+        chosen.setdefault(rec.prog_last_id, EvidenceItem(id=rec.prog_last_id, ts=rec.prog_last_ts, layer="runtime",
+                                                         node=None, summary=f"last progress: step {rec.prog_last_step}"))
+    evidence = sorted(chosen.values(), key=lambda e: (e.ts, e.id))
+
+    ck = rec.last_checkpoint(failure_ts)
+    last_ck = Checkpoint(ts=ck.ts, step=ck.step, path=ck.path) if ck is not None else None
+    base = max(ck.ts if ck is not None else start, start)
+    lost = rec.gpus * max(0, failure_ts - base) / 3_600_000
+
+    gpus_aff = sorted({c.component[4:] for c in ranked if c.component.startswith("gpu:")})
+    ports_aff = sorted({c.component[5:] for c in ranked if c.component.startswith("port:")}
+                       | {p for n in rec.nodes for p in (f"{l.switch}/{l.port}" for l in view.links.get(n, ()))})
+    paths_aff = sorted({c.component[5:] for c in ranked if c.component.startswith("path:")}
+                       | {m.path for n in rec.nodes for m in view.mounts.get(n, ())})
+    nodes_aff = sorted(set(rec.nodes) | {c.component[5:] for c in ranked if c.component.startswith("node:")})
+
+    return Incident(
+        id=incident_id(rec.job, rec.attempt), revision=revision, job=rec.job, attempt=rec.attempt,
+        tenant=rec.tenant, failure_ts=failure_ts, symptom=symptom, root_cause=root, hypotheses=hyps,
+        ruled_out=ruled_out, evidence=evidence, last_checkpoint=last_ck, lost_gpu_hours=round(lost, 4),
+        affected=Affected(nodes=nodes_aff, gpus=gpus_aff, ports=ports_aff, paths=paths_aff), retry=retry,
+        state="stalled" if stalled and state == "running" else state, start_ts=start, gpus=rec.gpus, image=rec.image,
+    )

@@ -1,0 +1,471 @@
+"""``Engine``: the in-process composition used by ``faultline diagnose``, ingest and replay.
+
+decode -> dedup by event id (bounded) -> event-time reorder buffer (lateness bound) ->
+node / job detectors -> signal index + alerts -> per-attempt correlation at a fixed
+event-time cutoff -> incidents (re-emitted with ``revision + 1`` when they change).
+
+Deterministic: events are applied in ``(ts, id)`` order, and an incident is computed from
+the events with ``ts <= cutoff`` only, so the outputs do not depend on the arrival order
+within the lateness bound nor on duplicates.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections import OrderedDict
+from typing import Any, Iterable, Union
+
+import msgspec
+import orjson
+from msgspec import Struct
+
+from ..schemas.codec import ContractError, decode, now_ms
+from ..schemas.events import INTERRUPTION_STATES, Envelope
+from ..schemas.outputs import Alert, Incident, Retry
+from .correlate import CorrelateConfig, correlate, incident_id
+from .detectors.config import DetectorConfig
+from .detectors.job import AttemptRecord, JobState, checkpoint_stale, feed_job, stalled
+from .detectors.node import NodeState, feed_node
+from .join import CONGESTION, SignalIndex, View, index_keys
+from .signals import Signal, make
+
+log = logging.getLogger("faultline.streams.engine")
+
+_NODE_KINDS = frozenset({"gpu.sample", "gpu.xid", "hw.sensor", "hw.sel", "net.port", "net.link", "net.rdma",
+                         "storage.sample", "storage.mount", "sched.node", "inventory.change"})
+_JOB_KINDS = frozenset({"sched.job", "runtime.log", "runtime.progress", "runtime.checkpoint", "runtime.container"})
+_INV_KINDS = frozenset({"inventory.topology", "inventory.versions", "inventory.change"})
+# signal kinds that raise an alert before a job dies
+_ALERT_KINDS = frozenset({
+    "xid", "ecc_dbe", "ecc_sbe_burst", "nvlink_errors", "remap_pending", "retired_pages", "thermal_throttle",
+    "gpu_mem_high", "bmc_sensor", "bmc_sel", "port_down", "port_flap", "port_errors", "rdma_link_downed",
+    "rdma_link_errors", "rdma_congestion", "storage_slow", "storage_full", "mount_stale", "mount_missing",
+    "mount_readonly", "mount_full", "node_down", "container_oom", "checkpoint_failed", "straggler", "stall",
+    "checkpoint_stale", "log:cuda_oom", "log:oom_killer", "log:cgroup_oom", "log:enospc", "log:stale_file_handle",
+})
+
+
+class EngineConfig(Struct, frozen=True, kw_only=True):
+    lateness_ms: int = 10_000
+    detectors: DetectorConfig = DetectorConfig()
+    correlate: CorrelateConfig = CorrelateConfig()
+    dedup_cap: int = 2_000_000          # event ids remembered for de-duplication
+    alert_interval_ms: int = 300_000    # at most one alert per subject+kind per interval
+    retention_ms: int = 6 * 3_600_000   # signals / finished jobs kept this long (event time)
+    max_jobs: int = 100_000
+    max_nodes: int = 200_000
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "EngineConfig":
+        return cls(lateness_ms=int(getattr(settings, "lateness_ms", 10_000)))
+
+
+class Stats(Struct, kw_only=True):
+    events: int = 0
+    invalid: int = 0
+    duplicates: int = 0
+    late: int = 0
+    signals: int = 0
+    alerts: int = 0
+    alerts_suppressed: int = 0
+    incidents_emitted: int = 0
+    reasons: dict[str, int] = {}
+
+
+class _Pending(Struct, kw_only=True):
+    job: str
+    attempt: int
+    cutoff: int
+    failure_ts: int
+    stalled: bool
+
+
+Output = Union[Alert, Incident]
+
+
+class Engine:
+    """Event batches in, alerts and incidents out (see module doc)."""
+
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.cfg = config or EngineConfig()
+        self.stats = Stats()
+        self.view = View()
+        self.index = SignalIndex()
+        self.nodes: dict[str, NodeState] = {}
+        self.jobs: dict[str, JobState] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._heap: list[tuple[int, str, Envelope]] = []
+        self._max_ts = -(1 << 62)
+        self._wm = -(1 << 62)           # released up to here
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._heap_due: list[tuple[int, str, int]] = []
+        self._stall_heap: list[tuple[int, str, int]] = []     # (deadline, job, attempt)
+        self._stall_armed: set[tuple[str, int]] = set()
+        self._incidents: dict[str, Incident] = {}
+        self._inc_ctx: dict[str, _Pending] = {}
+        self._alerts: list[Alert] = []
+        self._alert_last: dict[str, int] = {}
+        self._coverage: dict[str, dict[str, list[int]]] = {}   # index key -> layer -> [min, max]
+        self._failures: dict[str, list[int]] = {}              # version/image key -> failure ts
+        self._out: list[Output] = []
+        self._now = now_ms()
+        self.errors: list[tuple[int, str]] = []                # (input position, reason), bounded
+        self._pos = 0
+
+    # ------------------------------------------------------------------ input
+    def process(self, batch: Iterable[Union[bytes, str, dict, Envelope]]) -> list[Output]:
+        """Decode, de-duplicate and buffer a batch; apply what the watermark releases."""
+        now = self._now
+        for item in batch:
+            self._pos += 1
+            if isinstance(item, Envelope):
+                ev = item
+            else:
+                try:
+                    if isinstance(item, dict):
+                        item = orjson.dumps(item)
+                    ev = decode(item, now=now)
+                except ContractError as e:
+                    self._invalid(e.reason)
+                    continue
+            eid = ev.id
+            seen = self._seen
+            if eid in seen:
+                self.stats.duplicates += 1
+                continue
+            seen[eid] = None
+            if len(seen) > self.cfg.dedup_cap:
+                seen.popitem(last=False)
+            self.stats.events += 1
+            ts = ev.ts
+            if ts > self._max_ts:
+                self._max_ts = ts
+            if ts < self._wm:
+                self.stats.late += 1
+                self._apply(ev)
+                self._late(ev)
+            else:
+                heapq.heappush(self._heap, (ts, eid, ev))
+        self._release(self._max_ts - self.cfg.lateness_ms)
+        return self._drain()
+
+    def skip(self, n: int = 1) -> None:
+        """Count ``n`` inputs (blank lines) as seen, so error positions match line numbers."""
+        self._pos += n
+
+    def invalid(self, reason: str) -> None:
+        """Count an input the caller could not even split into lines / messages."""
+        self._invalid(reason)
+
+    def _invalid(self, reason: str) -> None:
+        self.stats.invalid += 1
+        key = reason.split(" - at ")[0][:80]
+        self.stats.reasons[key] = self.stats.reasons.get(key, 0) + 1
+        if len(self.errors) < 1000:
+            self.errors.append((self._pos, reason))
+
+    def advance(self, watermark_ms: int) -> list[Output]:
+        """Move event time forward (idle input, end of a replay range)."""
+        self._release(watermark_ms)
+        return self._drain()
+
+    def finish(self) -> list[Output]:
+        """End of input: release every buffered event, run timers up to the last event
+        time, and close every pending window (an evaluation only uses events up to its
+        cutoff, so closing early changes nothing)."""
+        self._release(self._max_ts)
+        self._fire_due(1 << 62)
+        return self._drain()
+
+    def incidents(self) -> list[Incident]:
+        """Latest revision of every incident, ordered by failure time then id."""
+        return sorted(self._incidents.values(), key=lambda i: (i.failure_ts, i.id))
+
+    def alerts(self) -> list[Alert]:
+        return list(self._alerts)
+
+    @property
+    def watermark(self) -> int:
+        return self._wm
+
+    # ------------------------------------------------------------------ core
+    def _drain(self) -> list[Output]:
+        out, self._out = self._out, []
+        return out
+
+    def _release(self, wm: int) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= wm:
+            ts, _, ev = heapq.heappop(heap)
+            self._timers_to(ts - 1)
+            self._apply(ev)
+        if wm > self._wm:
+            self._timers_to(wm)
+            self._wm = wm
+            self._check_stale(wm)
+
+    def _timers_to(self, t: int) -> None:
+        """Fire stall deadlines and incident cutoffs up to event time ``t`` (before any
+        event later than ``t`` is applied)."""
+        if self._stall_heap and self._stall_heap[0][0] <= t:
+            self._fire_stalls(t)
+        if self._heap_due and self._heap_due[0][0] <= t:
+            self._fire_due(t)
+
+    def _apply(self, ev: Envelope) -> None:
+        k = ev.kind
+        sigs: list[Signal] = []
+        if k in _NODE_KINDS:
+            key = ev.node or getattr(ev.data, "device", None) or "?"
+            st = self.nodes.get(key)
+            if st is None:
+                st = self.nodes[key] = NodeState()
+            feed_node(st, ev, self.cfg.detectors, sigs)
+            self._cover(ev)
+        if k in _INV_KINDS:
+            self.view.update(ev)
+        if k in _JOB_KINDS:
+            js = self.jobs.get(ev.job)
+            if js is None:
+                js = self.jobs[ev.job] = JobState(job=ev.job)
+            feed_job(js, ev, self.cfg.detectors, sigs)
+            if k == "sched.job":
+                self._on_sched(js, ev)
+            elif k == "runtime.progress":
+                rec = js.attempt_at(ev.ts)
+                if rec is not None and (js.job, rec.attempt) not in self._stall_armed:
+                    self._stall_armed.add((js.job, rec.attempt))
+                    heapq.heappush(self._stall_heap, (rec.prog_last_ts + rec.stall_threshold_ms(self.cfg.detectors),
+                                                      js.job, rec.attempt))
+        for s in sigs:
+            self._on_signal(s)
+
+    def _cover(self, ev: Envelope) -> None:
+        """Remember that a layer had telemetry on a resource (for ``ruled_out``)."""
+        layer = ev.layer
+        node = ev.node
+        if node is None:
+            d = ev.data
+            key = f"port:{d.device}/{d.port}" if hasattr(d, "device") else None
+            if key is None:
+                return
+        else:
+            key = "node:" + node
+        lm = self._coverage.get(key)
+        if lm is None:
+            lm = self._coverage[key] = {}
+        span = lm.get(layer)
+        ts = ev.ts
+        if span is None:
+            lm[layer] = [ts, ts]
+        elif ts > span[1]:
+            span[1] = ts
+        elif ts < span[0]:
+            span[0] = ts
+
+    def _on_signal(self, s: Signal) -> None:
+        self.stats.signals += 1
+        if not s.subject.startswith("job:") and s.kind != "container_oom":
+            self.index.add(s)
+        if s.kind in _ALERT_KINDS and s.severity != "info":
+            self._alert(s)
+
+    def _alert(self, s: Signal) -> None:
+        key = f"{s.subject}|{s.kind}"
+        last = self._alert_last.get(key)
+        if last is not None and 0 <= s.ts - last < self.cfg.alert_interval_ms:
+            self.stats.alerts_suppressed += 1
+            return
+        self._alert_last[key] = s.ts
+        job = s.job
+        if job is None and s.node:
+            job = self._job_on(s.node, s.ts)
+        a = Alert(id=s.id, ts=s.ts, severity=s.severity, detector=s.kind, summary=s.summary, node=s.node,
+                  job=job, evidence=list(s.evidence), subject=s.subject)
+        self._alerts.append(a)
+        if len(self._alerts) > 100_000:
+            del self._alerts[:10_000]
+        self.stats.alerts += 1
+        self._out.append(a)
+
+    def _job_on(self, node: str, ts: int) -> str | None:
+        for js in self.jobs.values():
+            for a in js.attempts.values():
+                if node in a.nodes and a.started() <= ts and (a.end_ts is None or ts <= a.end_ts):
+                    return js.job
+        return None
+
+    # ------------------------------------------------------------------ jobs
+    def _on_sched(self, js: JobState, ev: Envelope) -> None:
+        d = ev.data
+        rec = js.attempts.get(d.attempt)
+        if rec is None:
+            return
+        key = (js.job, rec.attempt)
+        iid = incident_id(js.job, rec.attempt)
+        if rec.state not in ("pending", "running"):
+            end = rec.end_ts if rec.end_ts is not None else rec.state_ts
+            cutoff = max(end, rec.state_ts) + self.cfg.correlate.settle_ms
+            ctx = self._pending.get(key) or self._inc_ctx.get(iid)
+            if rec.state in INTERRUPTION_STATES:
+                # an interruption: explain it at end + settle (a stall declared before is the
+                # same incident; the end gives it its failure time and the job's last words)
+                if ctx is None or (ctx.stalled and ctx.cutoff < cutoff):
+                    self._schedule(_Pending(job=js.job, attempt=rec.attempt, failure_ts=end, cutoff=cutoff,
+                                            stalled=False))
+            elif ctx is not None and ctx.stalled and ctx.cutoff < cutoff:
+                # a stalled attempt cancelled / requeued later: one incident, failure at the stall
+                self._schedule(_Pending(job=js.job, attempt=rec.attempt, failure_ts=ctx.failure_ts,
+                                        cutoff=cutoff, stalled=True))
+        # a new attempt is the retry of every earlier interrupted one
+        for a in js.attempts.values():
+            if a.attempt < rec.attempt:
+                pid = incident_id(js.job, a.attempt)
+                if pid in self._inc_ctx:
+                    self._reevaluate(pid)
+
+    def _schedule(self, p: _Pending) -> None:
+        self._pending[(p.job, p.attempt)] = p
+        heapq.heappush(self._heap_due, (p.cutoff, p.job, p.attempt))
+
+    def _fire_due(self, wm: int) -> None:
+        due = self._heap_due
+        while due and due[0][0] <= wm:
+            cutoff, job, attempt = heapq.heappop(due)
+            p = self._pending.get((job, attempt))
+            if p is not None and p.cutoff == cutoff:
+                del self._pending[(job, attempt)]
+                self._evaluate(p)
+
+    def _fire_stalls(self, t: int) -> None:
+        dcfg = self.cfg.detectors
+        heap = self._stall_heap
+        while heap and heap[0][0] <= t:
+            _, job, attempt = heapq.heappop(heap)
+            js = self.jobs.get(job)
+            rec = js.attempts.get(attempt) if js else None
+            if rec is None or rec.state != "running" or rec.stalled_at:
+                self._stall_armed.discard((job, attempt))
+                continue
+            th = rec.stall_threshold_ms(dcfg)
+            deadline = rec.prog_last_ts + th
+            if deadline > t:  # progressed (or the threshold grew) since: re-arm
+                heapq.heappush(heap, (deadline, job, attempt))
+                continue
+            self._stall_armed.discard((job, attempt))
+            rec.stalled_at = rec.prog_last_ts
+            iid = incident_id(job, attempt)
+            sig = Signal(id=f"stall-{iid[4:]}-{rec.prog_last_ts}", ts=deadline, layer="runtime", kind="stall",
+                         subject=f"job:{job}", node=None, severity="critical",
+                         summary=f"job {job} attempt {attempt}: no progress from any rank for {th // 1000} s "
+                                 f"(last step {rec.prog_last_step})",
+                         evidence=[rec.prog_last_id], job=job)
+            self._on_signal(sig)
+            if (job, attempt) not in self._pending and iid not in self._inc_ctx:
+                self._schedule(_Pending(job=job, attempt=attempt, cutoff=deadline,
+                                        failure_ts=rec.prog_last_ts, stalled=True))
+
+    def _check_stale(self, wm: int) -> None:
+        dcfg = self.cfg.detectors
+        for js in self.jobs.values():
+            for rec in js.attempts.values():
+                if rec.state == "running" and checkpoint_stale(rec, wm, dcfg):
+                    rec.stale_fired = True
+                    last = rec.ckpts[-1]
+                    self._on_signal(Signal(id=f"ckstale-{js.job}-{rec.attempt}-{last.ts}", ts=wm, layer="runtime",
+                                           kind="checkpoint_stale", subject=f"job:{js.job}", node=None,
+                                           severity="warning", evidence=[last.id], job=js.job,
+                                           summary=f"job {js.job}: no succeeded checkpoint since step {last.step}"))
+
+    def _context(self, p: _Pending) -> Incident | None:
+        js = self.jobs.get(p.job)
+        if js is None:
+            return None
+        rec = js.attempts.get(p.attempt)
+        if rec is None:
+            return None
+        ccfg = self.cfg.correlate
+        start = rec.started()
+        t0 = start - ccfg.lookback_ms
+        res = self.view.resources(rec.nodes)
+        rs = self.index.query(res.keys, t0, p.cutoff)
+        if res.congestion_keys:
+            rs += self.index.query(res.congestion_keys, t0, p.cutoff, kinds=CONGESTION)
+        job_sigs = [s for s in js.signals if t0 <= s.ts <= p.cutoff]
+        covered: set[str] = set()
+        for key in res.keys:
+            lm = self._coverage.get(key)
+            if lm:
+                for layer, (lo, hi) in lm.items():
+                    if lo <= p.cutoff and hi >= t0:
+                        covered.add(layer)
+        # retry: the next attempt, once known
+        retry = None
+        nxt = js.attempts.get(p.attempt + 1)
+        if nxt is not None:
+            retry = Retry(attempt=nxt.attempt, state=nxt.state, ts=nxt.started(), nodes=list(nxt.nodes),
+                          same_nodes=sorted(nxt.nodes) == sorted(rec.nodes))
+        state = rec.state if rec.state not in ("pending", "requeued") else ("running" if p.stalled else rec.state)
+        failures = self._failures
+
+        def change_failures(key: str, before: int) -> int:
+            return sum(1 for t in failures.get(key, ()) if t < before)
+
+        iid = incident_id(p.job, p.attempt)
+        prev = self._incidents.get(iid)
+        inc = correlate(rec, job_sigs, rs, self.view, covered, ccfg, cutoff=p.cutoff, failure_ts=p.failure_ts,
+                        state=state, stalled=p.stalled, retry=retry, change_failures=change_failures,
+                        revision=prev.revision if prev else 1)
+        return inc
+
+    def _evaluate(self, p: _Pending) -> None:
+        iid = incident_id(p.job, p.attempt)
+        self._inc_ctx[iid] = p
+        inc = self._context(p)
+        if inc is None:
+            return
+        self._emit(inc)
+        # remember failures per version for change-regression reasoning
+        rec = self.jobs[p.job].attempts[p.attempt]
+        keys = set()
+        for n in rec.nodes:
+            for comp, v in self.view.versions.get(n, {}).items():
+                keys.add(f"version:{comp}={v}")
+        if rec.image:
+            keys.add(f"version:image={rec.image}")
+        for k in keys:
+            lst = self._failures.setdefault(k, [])
+            if p.failure_ts not in lst:
+                lst.append(p.failure_ts)
+                if len(lst) > 1000:
+                    del lst[0]
+
+    def _reevaluate(self, iid: str) -> None:
+        p = self._inc_ctx.get(iid)
+        if p is None:
+            return
+        inc = self._context(p)
+        if inc is not None:
+            self._emit(inc)
+
+    def _emit(self, inc: Incident) -> None:
+        prev = self._incidents.get(inc.id)
+        if prev is not None:
+            same = msgspec.structs.replace(inc, revision=prev.revision)
+            if same == prev:
+                return
+            inc = msgspec.structs.replace(inc, revision=prev.revision + 1)
+        self._incidents[inc.id] = inc
+        self.stats.incidents_emitted += 1
+        self._out.append(inc)
+
+    def _late(self, ev: Envelope) -> None:
+        """An event older than the watermark: re-run closed incidents whose window it falls in."""
+        for iid, p in list(self._inc_ctx.items()):
+            if ev.ts <= p.cutoff:
+                js = self.jobs.get(p.job)
+                rec = js.attempts.get(p.attempt) if js else None
+                if rec is not None and ev.ts >= rec.started() - self.cfg.correlate.lookback_ms:
+                    if ev.job == p.job or (ev.node and ev.node in rec.nodes) or ev.node is None:
+                        self._reevaluate(iid)
