@@ -1,0 +1,88 @@
+"""``faultline bundle export ID --out FILE``: the events behind one incident plus the incident,
+as one portable JSON-lines file (``.zst`` compresses). ``faultline diagnose FILE`` on the
+bundle reproduces the incident offline, with no broker."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from .. import config
+from ..cli import CliError
+from ..producers.bundle import header, open_writer
+from ..producers.publish import BrokerUnreachable
+from ..producers.timeparse import parse_time
+
+#: how far before the attempt's start and after its end (or retry) a bundle reaches
+LOOKBACK_MS = 30 * 60_000
+AFTER_MS = 15 * 60_000
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bundle", help="export one incident with the events behind it",
+                       description=__doc__)
+    bsub = p.add_subparsers(dest="bundle_cmd", metavar="ACTION", required=True)
+    e = bsub.add_parser("export", help="write a bundle for incident ID", description=__doc__)
+    e.add_argument("incident", metavar="ID")
+    e.add_argument("--out", required=True, metavar="FILE", help="bundle path (.jsonl, or .jsonl.zst)")
+    e.add_argument("--search-since", default="-7d",
+                   help="how far back to look for the incident on fl.incidents (default -7d)")
+    e.set_defaults(func=run)
+
+
+def window_of(incident: dict) -> tuple[int, int]:
+    """The event-time range a bundle keeps for an incident."""
+    start = incident.get("start_ts") or incident["failure_ts"] - 6 * 3_600_000
+    end = incident["failure_ts"]
+    retry = incident.get("retry") or {}
+    if retry.get("ts"):
+        end = max(end, retry["ts"])
+    return start - LOOKBACK_MS, end + AFTER_MS
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = config.load(args.config)
+    try:
+        return asyncio.run(_export(settings, args))
+    except BrokerUnreachable as e:
+        raise CliError(str(e)) from None
+
+
+async def _export(settings: config.Settings, args: argparse.Namespace) -> int:
+    from ..producers.replay import JobScope, read_range
+    from .replay import build_scope, find_incident
+
+    since = parse_time(args.search_since)
+    inc = await find_incident(settings, args.incident, since, parse_time("now"))
+    if inc is None:
+        raise CliError(f"incident {args.incident} not found on {settings.topic('fl.incidents')} "
+                       f"since {args.search_since}: check the id (`faultline incidents`) or widen --search-since")
+    lo, hi = window_of(inc)
+    scope: JobScope = await build_scope(settings, inc["job"], lo, hi, 60_000)
+    out = open_writer(args.out)
+    n = 0
+    try:
+        out.write(header(inc, lo, hi) + b"\n")
+        async for batch in read_range(settings, 0, hi, topics=["fl.inventory"]):
+            for r in batch:
+                if _keep(scope, r.value):
+                    out.write(r.value + b"\n")
+                    n += 1
+        topics = [t for t in ("fl.gpu", "fl.hw", "fl.net", "fl.storage", "fl.sched", "fl.runtime")]
+        async for batch in read_range(settings, lo, hi, topics=topics):
+            for r in batch:
+                if _keep(scope, r.value):
+                    out.write(r.value + b"\n")
+                    n += 1
+    finally:
+        out.close()
+    print(f"bundle: incident {inc['id']} (job {inc['job']} attempt {inc.get('attempt')}), "
+          f"{n:,} events -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _keep(scope, raw: bytes) -> bool:
+    from .replay import _keeps
+
+    return _keeps(scope, raw)
