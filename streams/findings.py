@@ -70,7 +70,8 @@ ACTIONS: dict[str, str] = {
 }
 
 #: components compared across a job's nodes for version drift
-DRIFT_COMPONENTS: tuple[str, ...] = ("driver", "cuda", "nccl", "gpu_firmware", "ofed", "image")
+#: (the same list streams/correlate.py checks when it blames the odd node after a failure)
+DRIFT_COMPONENTS: tuple[str, ...] = ("driver", "cuda", "nccl", "image", "framework", "gpu_firmware", "ofed", "kernel")
 #: components whose changes are correlated with interruptions
 CHANGE_COMPONENTS: tuple[str, ...] = (
     "driver", "cuda", "nccl", "gpu_firmware", "bmc_firmware", "bios", "kernel", "os", "image",
@@ -328,17 +329,10 @@ class FindingsTracker:
             if prev is not None:
                 del self._intr[inc.id]
             return
+        # blame: the root cause's component only. ``affected`` is the blast radius (every
+        # node, port and path of the job in streams/correlate.py), not the culprit.
         subjects: set[str] = set()
-        if rc.category not in NO_BLAME_CATEGORIES:
-            subjects.update(self._blame(rc.component))
-            aff = inc.affected
-            subjects.update("gpu:" + g for g in aff.gpus)
-            subjects.update("node:" + g.split("/", 1)[0] for g in aff.gpus)
-            subjects.update("port:" + p for p in aff.ports)
-            subjects.update("path:" + p for p in aff.paths)
-            if rc.component.startswith(("node:", "gpu:")) or len(aff.nodes) == 1:
-                subjects.update("node:" + n for n in aff.nodes)
-        elif rc.component.startswith("version:"):
+        if rc.category not in NO_BLAME_CATEGORIES or rc.component.startswith("version:"):
             subjects.update(self._blame(rc.component))
         key = (inc.job, inc.attempt)
         att = self._running.get(key) or self._closed.get(key)
@@ -891,5 +885,110 @@ def _iso(ms: int) -> str:
 
 __all__ = [
     "FindingsConfig", "FindingsTracker", "poisson_sf", "binom_sf", "adjust", "finding_id",
-    "to_alert", "dimension_of", "DIMENSIONS", "ACTIONS", "INTERRUPTION_STATES",
+    "to_alert", "dimension_of", "DIMENSIONS", "ACTIONS", "INTERRUPTION_STATES", "FindingsRunner",
 ]
+
+
+# ---------------------------------------------------------------- engine composition
+class FindingsRunner:
+    """``Engine`` + ``FindingsTracker`` in one deterministic step (``faultline ingest``,
+    ``faultline findings --from``, tests): ``process(batch)`` returns the engine's alerts
+    and incidents followed by the findings (and their alerts) that became due.
+
+    The tracker sees events in ``(ts, id)`` order up to the engine's watermark, and the
+    repeat-offender/change tests run at every ``step_ms`` boundary of event time once the
+    watermark has passed it by ``settle_ms`` (so the incidents of failures before the
+    boundary are in), which makes the findings independent of batch boundaries.
+    """
+
+    def __init__(self, engine: Any = None, tracker: FindingsTracker | None = None, *,
+                 step_ms: int = HOUR_MS, settle_ms: int | None = None) -> None:
+        if engine is None:
+            from .engine import Engine
+
+            engine = Engine()
+        self.engine = engine
+        self.tracker = tracker or FindingsTracker()
+        self.step_ms = step_ms
+        if settle_ms is None:
+            ccfg = getattr(getattr(engine, "cfg", None), "correlate", None)
+            settle_ms = 2 * int(getattr(ccfg, "settle_ms", 60_000))
+        self.settle_ms = settle_ms
+        self._buf: list[tuple[int, str, Any]] = []
+        self._next: int | None = None
+        self.findings: dict[str, Finding] = {}  # latest emission per id
+
+    def process(self, batch: Iterable[Any]) -> list[Any]:
+        """Events (bytes, dicts or decoded structs) in; alerts, incidents, findings out."""
+        from ..schemas.codec import ContractError, decode, now_ms
+
+        now = now_ms()
+        evs = []
+        for item in batch:
+            ev = item
+            if isinstance(item, (bytes, bytearray, str, dict)):
+                try:
+                    import orjson
+
+                    ev = decode(orjson.dumps(item) if isinstance(item, dict) else item, now=now)
+                except ContractError:
+                    ev = item  # the engine counts and reports it
+            evs.append(ev)
+        out = self.engine.process(evs)
+        for ev in evs:
+            if hasattr(ev, "kind") and ev.kind in _TRACKED_KINDS:
+                self._buf.append((ev.ts, ev.id, ev))
+        return self._after(out, self.engine.watermark)
+
+    def advance(self, watermark_ms: int) -> list[Any]:
+        return self._after(self.engine.advance(watermark_ms), watermark_ms)
+
+    def finish(self) -> list[Any]:
+        """End of input: close the engine, feed everything, evaluate once more at the end."""
+        out = self.engine.finish()
+        last = max([t for t, _, _ in self._buf] + [self.tracker.now])
+        res = self._after(out, 1 << 62, final=last)
+        return res
+
+    def _after(self, out: list[Any], wm: int, final: int | None = None) -> list[Any]:
+        tr = self.tracker
+        res = list(out)
+        for o in out:
+            if isinstance(o, Incident):
+                tr.on_incident(o)
+            elif isinstance(o, Alert):
+                tr.on_alert(o)
+        self._buf.sort(key=lambda x: (x[0], x[1]))
+        limit = wm if final is None else (1 << 62)
+        if self._next is None and self._buf:
+            self._next = (self._buf[0][0] // self.step_ms + 1) * self.step_ms
+        i = 0
+        buf = self._buf
+        while True:
+            # feed events up to the next boundary (or the watermark), evaluating boundaries on the way
+            nb = self._next
+            while i < len(buf) and buf[i][0] <= limit and (nb is None or buf[i][0] < nb):
+                res.extend(self._emit(tr.observe(buf[i][2])))
+                i += 1
+            if nb is not None and nb + self.settle_ms <= limit and (final is None or nb <= final):
+                res.extend(self._emit(*tr.evaluate_with_alerts(nb)))
+                self._next = nb + self.step_ms
+                continue
+            break
+        del buf[:i]
+        if final is not None:
+            res.extend(self._emit(*tr.evaluate_with_alerts(max(final, tr.now))))
+        return res
+
+    def _emit(self, found: list[Finding], alerts: list[Alert] | None = None) -> list[Any]:
+        out: list[Any] = []
+        for f in found:
+            self.findings[f.id] = f
+            out.append(f)
+            if f.kind == "version_drift":
+                out.append(to_alert(f))
+        out.extend(alerts or ())
+        return out
+
+
+_TRACKED_KINDS = frozenset({"sched.job", "inventory.versions", "inventory.topology", "inventory.change"})

@@ -169,7 +169,9 @@ def make_fleet(seed: int, faults: Faults | None = None, days: int = DAYS) -> lis
             fl.add(end + 60_000, Incident(
                 id=f"inc-{job}-0", revision=1, job=job, attempt=0, tenant=None, failure_ts=end,
                 symptom="nccl timeout", root_cause=Cause(category=cause[1], component=cause[2], summary="sim", confidence=0.8),
-                affected=cause[3] if cause[3].nodes or cause[3].gpus or cause[3].ports or cause[3].paths else Affected(nodes=nodes),
+                # like streams/correlate.py: the blast radius (every node, port and path of the job)
+                affected=Affected(nodes=nodes, gpus=cause[3].gpus, ports=sorted({port_of(n) for n in nodes}),
+                                  paths=sorted({"/data"} | {ckpt_of(n) for n in nodes})),
                 image=image, start_ts=t, gpus=GPN * len(nodes), state=state), order=1)
     fl.items.sort(key=lambda x: (x[0], x[1]))
     return [(ts, it) for ts, _, it in fl.items]
