@@ -1,0 +1,324 @@
+"""The main job in one command: a simulated GPU fleet through real Kafka, the Faust worker and
+the ClickHouse store, watched live in the terminal.
+
+The demo starts what it needs (topics under the ``demo.`` prefix, recreated each run so
+``make demo`` twice works; one worker; the simulator publishing at ``--speed``), shows
+throughput, jobs, alerts and incidents as they happen, then a summary against the
+simulator's ground truth, and stops everything it started (Ctrl-C too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .config import Settings
+from .producers.publish import BrokerUnreachable, unreachable_message
+from .schemas import ALERTS, INCIDENTS, INPUT_TOPICS
+
+DEMO_PREFIX = "demo."
+
+
+@dataclasses.dataclass
+class DemoOptions:
+    scenario: str = "mixed"
+    seed: int = 7
+    nodes: int = 64
+    gpus_per_node: int = 8
+    hours: float = 3.0
+    speed: float = 60.0
+    settle_s: float = 20.0
+    timeout_s: float = 900.0
+    web_port: int | None = 6066
+    workdir: str = "var/demo"
+    live: bool = True
+
+    @classmethod
+    def short(cls) -> "DemoOptions":
+        return cls(scenario="mixed", nodes=16, gpus_per_node=8, hours=1.0, speed=600.0,
+                   settle_s=10.0, timeout_s=300.0, web_port=None)
+
+
+@dataclasses.dataclass
+class DemoState:
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    offsets: dict[str, int] = dataclasses.field(default_factory=dict)
+    rates: dict[str, float] = dataclasses.field(default_factory=dict)
+    jobs: dict[str, str] = dataclasses.field(default_factory=dict)  # job -> state
+    alerts: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=12))
+    alert_count: int = 0
+    incidents: dict[str, dict] = dataclasses.field(default_factory=dict)  # id -> latest revision
+    last_change: float = dataclasses.field(default_factory=time.monotonic)
+    sim_done: bool = False
+    phase: str = "starting"
+
+    def total_events(self) -> int:
+        return sum(self.offsets.values())
+
+
+async def _consume_outputs(settings: Settings, st: DemoState, stop: asyncio.Event) -> None:
+    """Follow fl.alerts, fl.incidents and fl.sched (small topics) into the view state."""
+    topics = [settings.topic(t) for t in (ALERTS, INCIDENTS, "fl.sched")]
+    consumer = AIOKafkaConsumer(*topics, **settings.kafka_kwargs(), group_id=None,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            got = await consumer.getmany(timeout_ms=300, max_records=2000)
+            for tp, msgs in got.items():
+                base = tp.topic[len(settings.topic_prefix):]
+                for m in msgs:
+                    try:
+                        rec = orjson.loads(m.value)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if base == ALERTS:
+                        st.alert_count += 1
+                        st.alerts.appendleft(rec)
+                    elif base == INCIDENTS:
+                        old = st.incidents.get(rec["id"])
+                        if old is None or rec.get("revision", 0) >= old.get("revision", 0):
+                            st.incidents[rec["id"]] = rec
+                            st.last_change = time.monotonic()
+                    elif rec.get("kind") == "sched.job" and rec.get("job"):
+                        st.jobs[rec["job"]] = rec.get("data", {}).get("state", "?")
+    finally:
+        await consumer.stop()
+
+
+async def _watch_offsets(settings: Settings, st: DemoState, stop: asyncio.Event) -> None:
+    """Throughput per input topic from end offsets (cheap: no records are read)."""
+    consumer = AIOKafkaConsumer(**settings.kafka_kwargs(), group_id=None)
+    await consumer.start()
+    try:
+        tps = []
+        for t in INPUT_TOPICS:
+            parts = consumer.partitions_for_topic(settings.topic(t)) or {0}
+            tps += [TopicPartition(settings.topic(t), p) for p in parts]
+        last: dict[str, int] = {}
+        last_t = time.monotonic()
+        while not stop.is_set():
+            ends = await consumer.end_offsets(tps)
+            now = time.monotonic()
+            per: dict[str, int] = collections.Counter()
+            for tp, off in ends.items():
+                per[tp.topic[len(settings.topic_prefix):]] += off
+            for t, n in per.items():
+                if t in last:
+                    st.rates[t] = (n - last[t]) / max(1e-3, now - last_t)
+                last[t] = n
+            st.offsets = dict(per)
+            last_t = now
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+    finally:
+        await consumer.stop()
+
+
+def _ago(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000))
+
+
+def render(st: DemoState, opts: DemoOptions) -> Group:
+    head = Text.assemble(("faultline demo ", "bold"),
+                         f"- {opts.nodes} nodes x {opts.gpus_per_node} GPUs, scenario {opts.scenario}, "
+                         f"{opts.hours:g} h simulated at {opts.speed:g}x  |  {st.phase}  |  "
+                         f"{time.monotonic() - st.started:.0f} s")
+    tput = Table(title="events per topic", box=None, pad_edge=False)
+    tput.add_column("topic")
+    tput.add_column("total", justify="right")
+    tput.add_column("/s", justify="right")
+    for t in INPUT_TOPICS:
+        tput.add_row(t, f"{st.offsets.get(t, 0):,}", f"{st.rates.get(t, 0):,.0f}")
+    tput.add_row("[bold]all", f"[bold]{st.total_events():,}", f"[bold]{sum(st.rates.values()):,.0f}")
+    states = collections.Counter(st.jobs.values())
+    jobs = Table(title="jobs", box=None, pad_edge=False)
+    jobs.add_column("state")
+    jobs.add_column("n", justify="right")
+    for s, n in sorted(states.items()):
+        jobs.add_row(s, str(n))
+    alerts = Table(title=f"alerts ({st.alert_count})", box=None, pad_edge=False, expand=True)
+    for c in ("time", "sev", "detector", "summary"):
+        alerts.add_column(c, no_wrap=c != "summary", overflow="ellipsis")
+    for a in list(st.alerts)[:8]:
+        sev = a.get("severity", "")
+        color = {"critical": "red", "warning": "yellow"}.get(sev, "")
+        alerts.add_row(_ago(a.get("ts")), f"[{color}]{sev}" if color else sev, a.get("detector", ""),
+                       (a.get("summary") or "")[:100])
+    return Group(head, _grid(tput, jobs), alerts, incident_table(st.incidents.values()))
+
+
+def _grid(*tables: Table) -> Table:
+    g = Table.grid(padding=(0, 4))
+    for _ in tables:
+        g.add_column()
+    g.add_row(*tables)
+    return g
+
+
+def incident_table(incidents, labels: dict[tuple[str, int], dict] | None = None) -> Table:
+    t = Table(title="incidents", expand=True)
+    for c in ("job", "att", "failed at", "symptom", "root cause", "component", "conf", "lost GPU-h", "retry"):
+        t.add_column(c, overflow="fold")
+    if labels is not None:
+        t.add_column("injected", overflow="fold")
+    for inc in sorted(incidents, key=lambda i: i.get("failure_ts", 0)):
+        rc = inc.get("root_cause") or {}
+        retry = inc.get("retry")
+        row = [inc.get("job", ""), str(inc.get("attempt", "")), _ago(inc.get("failure_ts")),
+               (inc.get("symptom") or "")[:48], rc.get("category", ""), rc.get("component", ""),
+               f"{rc.get('confidence', 0):.2f}", f"{inc.get('lost_gpu_hours', 0):.1f}",
+               f"{retry['state']} (#{retry['attempt']}{', same nodes' if retry.get('same_nodes') else ''})"
+               if retry else "-"]
+        if labels is not None:
+            lab = labels.get((inc.get("job"), inc.get("attempt")))
+            if lab is None:
+                row.append("[red]none (false alarm)")
+            else:
+                ok = lab["category"] == rc.get("category") and lab["component"] == rc.get("component")
+                row.append(("[green]" if ok else "[red]") + f"{lab['category']} {lab['component']}")
+        t.add_row(*row)
+    return t
+
+
+class Demo:
+    """Orchestrates one demo run; ``run()`` returns the final incidents (latest revisions)."""
+
+    def __init__(self, settings: Settings, opts: DemoOptions, console: Console | None = None) -> None:
+        self.opts = opts
+        self.settings = dataclasses.replace(settings, topic_prefix=DEMO_PREFIX)
+        self.console = console or Console(stderr=False)
+        self.workdir = Path(opts.workdir).resolve()
+        self.worker = None
+        self.sim: subprocess.Popen | None = None
+        self.state = DemoState()
+
+    # ----------------------------------------------------------------- lifecycle
+    async def _reset_topics(self) -> None:
+        from .topics import create_topics, delete_topics  # the same code as `faultline topics`
+
+        await delete_topics(self.settings)
+        await create_topics(self.settings)
+
+    def _start_worker(self) -> None:
+        from .streams.faust_harness import WorkerProcess
+
+        wd = self.workdir / "worker"
+        shutil.rmtree(wd, ignore_errors=True)
+        self.worker = WorkerProcess(self.settings, wd, app_id=f"faultline-demo-{int(time.time())}",
+                                    web_port=self.opts.web_port, loglevel="warning").start()
+
+    def _start_simulator(self) -> None:
+        o = self.opts
+        cmd = [sys.executable, "-m", "faultline.cli", "simulate", "--scenario", o.scenario,
+               "--seed", str(o.seed), "--nodes", str(o.nodes), "--gpus-per-node", str(o.gpus_per_node),
+               "--hours", str(o.hours), "--kafka", "--speed", str(o.speed),
+               "--labels", str(self.workdir / "labels.json")]
+        from .streams.faust_harness import worker_env
+
+        log = open(self.workdir / "simulate.log", "ab")
+        self.sim = subprocess.Popen(cmd, env=worker_env(self.settings), stdout=log, stderr=log,
+                                    start_new_session=True)
+        log.close()
+
+    def stop(self) -> None:
+        if self.sim is not None and self.sim.poll() is None:
+            os.killpg(self.sim.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.sim.wait(10)
+        if self.worker is not None:
+            self.worker.stop()
+
+    def labels(self) -> dict[tuple[str, int], dict]:
+        try:
+            doc = orjson.loads((self.workdir / "labels.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return {}
+        return {(lab["job"], lab["attempt"]): lab for lab in doc.get("interruptions", [])}
+
+    async def run(self) -> list[dict]:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        st, o = self.state, self.opts
+        try:
+            await self._reset_topics()
+        except KafkaConnectionError:
+            raise BrokerUnreachable(unreachable_message(self.settings.kafka_bootstrap)) from None
+        st.phase = "starting worker"
+        self._start_worker()
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(_consume_outputs(self.settings, st, stop)),
+                 asyncio.create_task(_watch_offsets(self.settings, st, stop))]
+        await asyncio.sleep(3.0)  # let the worker join its group before events flow
+        st.phase = "simulating"
+        self._start_simulator()
+        deadline = time.monotonic() + o.timeout_s
+        live = Live(render(st, o), console=self.console, refresh_per_second=4, transient=False) \
+            if o.live else contextlib.nullcontext()
+        try:
+            with live:
+                while time.monotonic() < deadline:
+                    if not self.worker.alive():
+                        raise RuntimeError("the worker exited: see " + str(self.worker.log_path)
+                                           + "\n" + self.worker.log(1500))
+                    if not st.sim_done and self.sim.poll() is not None:
+                        if self.sim.returncode != 0:
+                            raise RuntimeError(f"the simulator failed (exit {self.sim.returncode}): see "
+                                               f"{self.workdir / 'simulate.log'}")
+                        st.sim_done = True
+                        st.phase = "settling"
+                        st.last_change = time.monotonic()
+                    if st.sim_done and time.monotonic() - st.last_change > o.settle_s:
+                        break
+                    if o.live:
+                        live.update(render(st, o))
+                    await asyncio.sleep(0.25)
+                st.phase = "done"
+                if o.live:
+                    live.update(render(st, o))
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.stop()
+        return list(st.incidents.values())
+
+    def summary(self, incidents: list[dict]) -> None:
+        labels = self.labels()
+        c = self.console
+        c.rule("[bold]summary")
+        c.print(incident_table(incidents, labels))
+        got = {(i["job"], i["attempt"]): i for i in incidents}
+        right = sum(1 for k, lab in labels.items() if k in got
+                    and got[k]["root_cause"]["category"] == lab["category"]
+                    and got[k]["root_cause"]["component"] == lab["component"])
+        lost = sum(i.get("lost_gpu_hours", 0) for i in incidents)
+        c.print(f"{len(incidents)} incidents, {len(labels)} injected interruptions, "
+                f"{right} root causes right; {lost:.1f} GPU-hours lost; "
+                f"{self.state.alert_count} alerts; {self.state.total_events():,} events")
+        c.print(Panel.fit(
+            "faultline incidents --store var/store\n"
+            f"faultline explain {incidents[0]['id'] if incidents else 'JOB'}\n"
+            "faultline trends repeat-offenders\n"
+            "faultline query \"SELECT category, round(sum(lost_gpu_hours),1) FROM incidents FINAL GROUP BY category\"\n"
+            "jupyter notebook notebooks/trends.ipynb   (or: make notebook)",
+            title="next: dig further"))
