@@ -101,6 +101,9 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
         from . import agents
 
         agents.install(app, settings)
+        from . import agents_findings  # proactive findings (H3c): fleet-wide tracker agent
+
+        agents_findings.install(app, settings)
         register_views(app)
     return app
 

@@ -137,7 +137,18 @@ def _component(sig: Signal, rec: AttemptRecord, view: View) -> str:
         if path is None:
             ps = sorted({m.path for n in rec.nodes for m in view.mounts.get(n, ())})
             path = ps[0] if len(ps) == 1 else "?"
-        return f"path:{view.mount_of(sig.node, path) or path}"
+        if path != "?":
+            m = view.mount_of(sig.node, path)
+            if m is None:
+                for n in rec.nodes:
+                    m = view.mount_of(n, path)
+                    if m:
+                        break
+            if m is None:
+                parts = [p for p in path.split("/") if p]
+                m = "/" + parts[0] if parts else path
+            path = m
+        return f"path:{path}"
     return f"job:{rec.job}"
 
 
@@ -294,7 +305,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         cands[("host_oom", f"node:{n}")] = _Cand("host_oom", f"node:{n}", 0.6, failure_ts,
                                                   "the scheduler reports the job out of memory")
     elif state == "node_fail" and not any(c.category == "node_hardware" for c in cands.values()):
-        n = rec.nodes[0] if rec.nodes else "?"
+        named = [s.data.get("failed_node") for s in job_sigs if s.data.get("failed_node") in rec.nodes]
+        n = named[0] if named else (rec.nodes[0] if rec.nodes else "?")
         cands[("node_hardware", f"node:{n}")] = _Cand("node_hardware", f"node:{n}", 0.4, failure_ts,
                                                        "the scheduler reports a node failure")
 

@@ -886,6 +886,7 @@ def _iso(ms: int) -> str:
 __all__ = [
     "FindingsConfig", "FindingsTracker", "poisson_sf", "binom_sf", "adjust", "finding_id",
     "to_alert", "dimension_of", "DIMENSIONS", "ACTIONS", "INTERRUPTION_STATES", "FindingsRunner",
+    "StreamClock",
 ]
 
 
@@ -918,8 +919,10 @@ class FindingsRunner:
         self._next: int | None = None
         self.findings: dict[str, Finding] = {}  # latest emission per id
 
-    def process(self, batch: Iterable[Any]) -> list[Any]:
-        """Events (bytes, dicts or decoded structs) in; alerts, incidents, findings out."""
+    def process(self, batch: Iterable[Any], outputs: Iterable[Any] = ()) -> list[Any]:
+        """Events (bytes, dicts or decoded structs) in; alerts, incidents, findings out.
+        ``outputs``: incidents/alerts produced elsewhere (the Faust agent reads them from
+        ``fl.incidents``/``fl.alerts``); they are counted but not returned."""
         from ..schemas.codec import ContractError, decode, now_ms
 
         now = now_ms()
@@ -935,10 +938,14 @@ class FindingsRunner:
                     ev = item  # the engine counts and reports it
             evs.append(ev)
         out = self.engine.process(evs)
+        extra = list(outputs)
+        if extra and hasattr(self.engine, "outputs_seen"):
+            self.engine.outputs_seen(extra)
         for ev in evs:
             if hasattr(ev, "kind") and ev.kind in _TRACKED_KINDS:
                 self._buf.append((ev.ts, ev.id, ev))
-        return self._after(out, self.engine.watermark)
+        res = self._after(extra + out, self.engine.watermark)
+        return res[len(extra):] if extra else res
 
     def advance(self, watermark_ms: int) -> list[Any]:
         return self._after(self.engine.advance(watermark_ms), watermark_ms)
@@ -989,6 +996,41 @@ class FindingsRunner:
                 out.append(to_alert(f))
         out.extend(alerts or ())
         return out
+
+
+class StreamClock:
+    """Engine stand-in for the Faust agent, where detectors and correlation run in other
+    agents: no outputs of its own; the watermark is the highest event time seen (events and
+    the failure times of incidents) minus the lateness bound."""
+
+    def __init__(self, lateness_ms: int = 10_000) -> None:
+        self.lateness_ms = lateness_ms
+        self.max_ts = -(1 << 62)
+        self.cfg = None
+
+    def process(self, evs: list[Any]) -> list[Any]:
+        for ev in evs:
+            ts = getattr(ev, "ts", None)
+            if isinstance(ts, int) and ts > self.max_ts:
+                self.max_ts = ts
+        return []
+
+    def outputs_seen(self, outs: list[Any]) -> None:
+        for o in outs:
+            ts = o.failure_ts if isinstance(o, Incident) else getattr(o, "ts", None)
+            if isinstance(ts, int) and ts > self.max_ts:
+                self.max_ts = ts
+
+    @property
+    def watermark(self) -> int:
+        return self.max_ts - self.lateness_ms
+
+    def advance(self, watermark_ms: int) -> list[Any]:
+        self.max_ts = max(self.max_ts, watermark_ms + self.lateness_ms)
+        return []
+
+    def finish(self) -> list[Any]:
+        return []
 
 
 _TRACKED_KINDS = frozenset({"sched.job", "inventory.versions", "inventory.topology", "inventory.change"})

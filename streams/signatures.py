@@ -119,6 +119,17 @@ def _groups(*names: str):
     return ex
 
 
+_QPATH_RE = re.compile(r"'(/[^']*)'")
+
+
+def _storage_err(m: re.Match[str] | None, msg: str) -> dict[str, Any]:
+    f = _rank_only(None, msg)
+    p = _QPATH_RE.search(msg)
+    if p:
+        f["path"] = p.group(1)
+    return f
+
+
 def _traceback(m: re.Match[str] | None, msg: str) -> dict[str, Any]:
     f = _rank_only(None, msg)
     last = _EXC_RE.findall(msg)
@@ -175,15 +186,17 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("nccl_watchdog_timeout", ("Watchdog caught collective operation timeout", "WorkNCCL("),
           r"Watchdog caught collective operation timeout|WorkNCCL\(.*?\) ran for", "runtime", None, "critical", "symptom", _watchdog),
     _Rule("enospc", ("No space left on device", "ENOSPC", "Errno 28", "Disk quota exceeded"),
-          r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded", "storage", "storage_full", "critical", "cause", _rank_only),
+          r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded", "storage", "storage_full", "critical", "cause", _storage_err),
     _Rule("stale_file_handle", ("Stale file handle", "ESTALE", "Errno 116"),
-          r"Stale file handle|ESTALE|\[Errno 116\]", "storage", "storage_unavailable", "critical", "cause", _rank_only),
+          r"Stale file handle|ESTALE|\[Errno 116\]", "storage", "storage_unavailable", "critical", "cause", _storage_err),
     _Rule("readonly_fs", ("Read-only file system", "Errno 30", "EROFS"),
-          r"Read-only file system|\[Errno 30\]|EROFS", "storage", "storage_unavailable", "critical", "cause", _rank_only),
+          r"Read-only file system|\[Errno 30\]|EROFS", "storage", "storage_unavailable", "critical", "cause", _storage_err),
     _Rule("transport_endpoint", ("Transport endpoint is not connected",), r"Transport endpoint is not connected",
-          "storage", "storage_unavailable", "critical", "cause", _rank_only),
-    _Rule("io_error", ("Input/output error", "Errno 5]", "I/O error"), r"Input/output error|\[Errno 5\]|I/O error",
-          "storage", None, "warning", "symptom", _rank_only),
+          "storage", "storage_unavailable", "critical", "cause", _storage_err),
+    _Rule("io_error", ("Input/output error", "Errno 5]", "I/O error", "Errno 110]"),
+          r"Input/output error|\[Errno 5\]|I/O error|\[Errno 110\]", "storage", None, "warning", "symptom", _storage_err),
+    _Rule("lustre_evicted", ("LustreError", "was evicted by"), r"evicted by|LustreError", "storage",
+          "storage_unavailable", "critical", "cause", None),
     _Rule("nccl_remote_error", ("ncclRemoteError", "remote process exited", "Got completion from peer",
                                 "Connection closed by remote peer"),
           r"ncclRemoteError|remote process exited|Got completion from peer\s*(\S*).*?status=(\d+)|Connection closed by remote peer",
@@ -192,11 +205,16 @@ _RULES: tuple[_Rule, ...] = (
                          "ncclInvalidUsage", "NCCL error", "DistBackendError", "NCCL communicator was aborted"),
           r"NCCL WARN\s*(.*)|(ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage)|NCCL error|DistBackendError|NCCL communicator was aborted",
           "runtime", None, "critical", "symptom", _groups("detail", "nccl_code")),
-    _Rule("cuda_driver_mismatch", ("driver version is insufficient", "CUDA driver version"),
-          r"driver version is insufficient|CUDA driver version is insufficient", "gpu", "driver_software", "critical", "cause", _rank_only),
+    _Rule("cuda_driver_mismatch", ("driver version is insufficient", "CUDA driver version", "driver on your system is too old"),
+          r"driver version is insufficient|driver on your system is too old", "gpu", "driver_software", "critical", "cause", _rank_only),
     _Rule("cuda_illegal_address", ("illegal memory access", "misaligned address", "illegal instruction"),
           r"an illegal memory access was encountered|misaligned address|an illegal instruction was encountered",
           "gpu", None, "critical", "weak", _rank_only),
+    _Rule("cuda_error", ("CUDA error: ",), r"CUDA error: ([^\n]*)", "gpu", None, "critical", "symptom", _groups("error")),
+    _Rule("abi_mismatch", ("undefined symbol",), r"undefined symbol: (\S+)", "runtime", None, "critical", "weak",
+          _groups("symbol")),
+    _Rule("node_failure", ("Node failure on",), r"Node failure on (\S+)", "sched", "node_hardware", "warning", "symptom",
+          _groups("failed_node")),
     _Rule("connection_reset", ("Connection reset by peer", "ECONNRESET", "Errno 104", "Broken pipe"),
           r"Connection reset by peer|ECONNRESET|\[Errno 104\]|Broken pipe", "net", None, "warning", "symptom", _rank_only),
     _Rule("elastic_child_failed", ("ChildFailedError",), r"ChildFailedError",

@@ -22,18 +22,18 @@ class DetectorConfig(Struct, frozen=True, kw_only=True):
     port_discard_burst: int = 1_000    # in+out discards in one interval
     rdma_err_burst: int = 10           # symbol/rcv errors per interval
     rdma_surge_factor: float = 5.0     # rate vs the port's own EWMA baseline
-    rdma_retrans_min_rate: float = 50.0  # /s, absolute floor for a retransmit/timeout surge
-    rdma_cnp_min_rate: float = 5_000.0   # /s, absolute floor for a CNP/ECN storm
+    rdma_retrans_min_rate: float = 10.0  # /s, absolute floor for a retransmit/timeout surge
+    rdma_cnp_min_rate: float = 1_000.0   # /s, absolute floor for a CNP/ECN storm
     # storage
     storage_warmup: int = 5            # samples before the baseline is trusted
     storage_alpha: float = 0.1         # EWMA weight
-    storage_lat_factor: float = 4.0
-    storage_lat_min_ms: float = 20.0   # absolute latency floor of an anomaly
+    storage_lat_factor: float = 6.0
+    storage_lat_min_ms: float = 25.0   # absolute latency floor of an anomaly
     storage_tput_drop: float = 0.1     # throughput below this share of baseline ...
     storage_anomaly_samples: int = 2   # ... for this many consecutive samples
     storage_full_pct: float = 98.0
     # jobs
-    stall_floor_ms: int = 120_000
+    stall_floor_ms: int = 600_000
     stall_factor: float = 10.0         # x the job's own p90 progress interval
     straggler_factor: float = 1.5      # step time vs the median of the other ranks
     straggler_samples: int = 3

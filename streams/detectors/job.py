@@ -152,6 +152,8 @@ def feed_job(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
         score = {"cause": 0.85, "weak": 0.3, "symptom": 0.0, "info": 0.0}[sig.role]
         if sig.name == "xid":
             score = 0.0  # the gpu.xid event carries the XID; a kernel line of it is evidence only
+        elif sig.name == "nic_link_down":
+            score = 0.5  # the switch / HCA counters name the port; the kernel line corroborates
         _push(js, make("log:" + sig.name, f"job:{ev.job}", ev, sig.layer if sig.layer != "runtime" else "runtime",
                        sig.severity, f"{sig.name}" + (f" on rank {rank}" if rank is not None else "")
                        + (f" ({node})" if node else "") + f": {first[:160]}",

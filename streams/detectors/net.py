@@ -30,6 +30,8 @@ class PortState(Struct, kw_only=True):
     err: Union[int, None] = None
     disc: Union[int, None] = None
     flap_fired: int = 0            # ts of the last flap signal
+    err_base: float = 0.0          # EWMA of errors per interval (a noisy port's own normal)
+    err_fired: bool = False
 
 
 class RdmaState(Struct, kw_only=True):
@@ -78,12 +80,19 @@ def on_port(st: PortState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     disc = _sum(d.in_discards, d.out_discards)
     subj = None
     if err is not None:
-        if st.err is not None and err != st.err and (n := delta(st.err, err)) >= cfg.port_err_burst:
-            subj = f"port:{d.device}/{d.port}"
-            out.append(make("port_errors", subj, ev, "net", "warning",
-                            f"{d.device} {d.port}: +{n} errors in {(ev.ts - st.ts) // 1000} s",
-                            category="network_link", component=subj, score=0.55,
-                            data={"device": d.device, "port": d.port, "new": n}))
+        if st.err is not None:
+            n = delta(st.err, err)
+            if n >= cfg.port_err_burst and n >= 5 * st.err_base:
+                if not st.err_fired:
+                    st.err_fired = True
+                    subj = f"port:{d.device}/{d.port}"
+                    out.append(make("port_errors", subj, ev, "net", "warning",
+                                    f"{d.device} {d.port}: +{n} errors in {(ev.ts - st.ts) // 1000} s",
+                                    category="network_link", component=subj, score=0.55,
+                                    data={"device": d.device, "port": d.port, "new": n}))
+            else:
+                st.err_fired = False
+                st.err_base += 0.1 * (n - st.err_base)
         st.err = err
     if disc is not None:
         if st.disc is not None and disc != st.disc and (n := delta(st.disc, disc)) >= cfg.port_discard_burst:

@@ -5,7 +5,7 @@ fl.net events without a node). State is one msgspec Struct: encode it with
 
 from __future__ import annotations
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from ..signals import Signal, make
 from . import gpu, hw, net, storage
@@ -15,7 +15,7 @@ from .config import DetectorConfig
 class NodeState(Struct, kw_only=True):
     ts: int = 0
     gpus: dict[int, gpu.GpuState] = {}
-    hw: hw.HwState = hw.HwState()
+    hw: hw.HwState = field(default_factory=hw.HwState)
     ports: dict[str, net.PortState] = {}
     rdma: dict[str, net.RdmaState] = {}
     mounts: dict[str, storage.MountState] = {}
