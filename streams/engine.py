@@ -11,8 +11,10 @@ within the lateness bound nor on duplicates.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
+from operator import itemgetter
 from collections import OrderedDict
 from typing import Any, Iterable, Union
 
@@ -21,7 +23,7 @@ import orjson
 from msgspec import Struct
 
 from ..schemas.codec import ContractError, decode, now_ms
-from ..schemas.events import INTERRUPTION_STATES, Envelope
+from ..schemas.events import INTERRUPTION_STATES, KIND_MODELS, Envelope
 from ..schemas.outputs import Alert, Incident, Retry
 from .correlate import CorrelateConfig, correlate, incident_id
 from .detectors.config import DetectorConfig
@@ -82,6 +84,10 @@ class _Pending(Struct, kw_only=True):
 
 
 Output = Union[Alert, Incident]
+_sort_key = itemgetter(0, 1)
+_ts_key = itemgetter(0)
+#: event class -> kind (the ``kind`` property is a Python-level lookup; this is one dict hit)
+_KIND_OF = {cls: tag for tag, cls in KIND_MODELS.items()}
 
 
 class Engine:
@@ -95,7 +101,7 @@ class Engine:
         self.nodes: dict[str, NodeState] = {}
         self.jobs: dict[str, JobState] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._heap: list[tuple[int, str, Envelope]] = []
+        self._buf: list[tuple[int, str, Envelope]] = []     # reorder buffer, sorted on release
         self._max_ts = -(1 << 62)
         self._wm = -(1 << 62)           # released up to here
         self._pending: dict[tuple[str, int], _Pending] = {}
@@ -106,7 +112,6 @@ class Engine:
         self._inc_ctx: dict[str, _Pending] = {}
         self._alerts: list[Alert] = []
         self._alert_last: dict[str, int] = {}
-        self._coverage: dict[str, dict[str, list[int]]] = {}   # index key -> layer -> [min, max]
         self._failures: dict[str, list[int]] = {}              # version/image key -> failure ts
         self._out: list[Output] = []
         self._now = now_ms()
@@ -117,36 +122,47 @@ class Engine:
     def process(self, batch: Iterable[Union[bytes, str, dict, Envelope]]) -> list[Output]:
         """Decode, de-duplicate and buffer a batch; apply what the watermark releases."""
         now = self._now
+        seen = self._seen
+        cap = self.cfg.dedup_cap
+        buf = self._buf
+        stats = self.stats
+        wm = self._wm
+        max_ts = self._max_ts
         for item in batch:
             self._pos += 1
-            if isinstance(item, Envelope):
-                ev = item
-            else:
+            t = type(item)
+            if t is bytes or t is str or t is bytearray or t is memoryview:
                 try:
-                    if isinstance(item, dict):
-                        item = orjson.dumps(item)
                     ev = decode(item, now=now)
                 except ContractError as e:
                     self._invalid(e.reason)
                     continue
+            elif isinstance(item, Envelope):
+                ev = item
+            else:
+                try:
+                    ev = decode(orjson.dumps(item), now=now)
+                except (ContractError, TypeError) as e:
+                    self._invalid(getattr(e, "reason", str(e)))
+                    continue
             eid = ev.id
-            seen = self._seen
             if eid in seen:
-                self.stats.duplicates += 1
+                stats.duplicates += 1
                 continue
             seen[eid] = None
-            if len(seen) > self.cfg.dedup_cap:
+            if len(seen) > cap:
                 seen.popitem(last=False)
-            self.stats.events += 1
+            stats.events += 1
             ts = ev.ts
-            if ts > self._max_ts:
-                self._max_ts = ts
-            if ts < self._wm:
-                self.stats.late += 1
+            if ts > max_ts:
+                max_ts = ts
+            if ts < wm:
+                stats.late += 1
                 self._apply(ev)
                 self._late(ev)
             else:
-                heapq.heappush(self._heap, (ts, eid, ev))
+                buf.append((ts, eid, ev))
+        self._max_ts = max_ts
         self._release(self._max_ts - self.cfg.lateness_ms)
         return self._drain()
 
@@ -176,6 +192,7 @@ class Engine:
         cutoff, so closing early changes nothing)."""
         self._release(self._max_ts)
         self._fire_due(1 << 62)
+        self._fire_due(1 << 62)
         return self._drain()
 
     def incidents(self) -> list[Incident]:
@@ -195,11 +212,18 @@ class Engine:
         return out
 
     def _release(self, wm: int) -> None:
-        heap = self._heap
-        while heap and heap[0][0] <= wm:
-            ts, _, ev = heapq.heappop(heap)
-            self._timers_to(ts - 1)
-            self._apply(ev)
+        buf = self._buf
+        if buf:
+            buf.sort(key=_sort_key)
+            i = bisect.bisect_right(buf, wm, key=_ts_key)
+            if i:
+                ready = buf[:i]
+                del buf[:i]
+                apply = self._apply
+                for ts, _, ev in ready:
+                    if (self._stall_heap and self._stall_heap[0][0] < ts) or (self._heap_due and self._heap_due[0][0] < ts):
+                        self._timers_to(ts - 1)
+                    apply(ev)
         if wm > self._wm:
             self._timers_to(wm)
             self._wm = wm
@@ -214,15 +238,14 @@ class Engine:
             self._fire_due(t)
 
     def _apply(self, ev: Envelope) -> None:
-        k = ev.kind
+        k = _KIND_OF[type(ev)]
         sigs: list[Signal] = []
         if k in _NODE_KINDS:
             key = ev.node or getattr(ev.data, "device", None) or "?"
             st = self.nodes.get(key)
             if st is None:
                 st = self.nodes[key] = NodeState()
-            feed_node(st, ev, self.cfg.detectors, sigs)
-            self._cover(ev)
+            feed_node(st, ev, self.cfg.detectors, sigs, k)
         if k in _INV_KINDS:
             self.view.update(ev)
         if k in _JOB_KINDS:
@@ -240,29 +263,6 @@ class Engine:
                                                       js.job, rec.attempt))
         for s in sigs:
             self._on_signal(s)
-
-    def _cover(self, ev: Envelope) -> None:
-        """Remember that a layer had telemetry on a resource (for ``ruled_out``)."""
-        layer = ev.layer
-        node = ev.node
-        if node is None:
-            d = ev.data
-            key = f"port:{d.device}/{d.port}" if hasattr(d, "device") else None
-            if key is None:
-                return
-        else:
-            key = "node:" + node
-        lm = self._coverage.get(key)
-        if lm is None:
-            lm = self._coverage[key] = {}
-        span = lm.get(layer)
-        ts = ev.ts
-        if span is None:
-            lm[layer] = [ts, ts]
-        elif ts > span[1]:
-            span[1] = ts
-        elif ts < span[0]:
-            span[0] = ts
 
     def _on_signal(self, s: Signal) -> None:
         self.stats.signals += 1
@@ -394,10 +394,11 @@ class Engine:
             rs += self.index.query(res.congestion_keys, t0, p.cutoff, kinds=CONGESTION)
         job_sigs = [s for s in js.signals if t0 <= s.ts <= p.cutoff]
         covered: set[str] = set()
-        for key in res.keys:
-            lm = self._coverage.get(key)
-            if lm:
-                for layer, (lo, hi) in lm.items():
+        owners = set(res.nodes) | {pt.split("/", 1)[0] for pt in res.ports}
+        for owner in owners:
+            ns = self.nodes.get(owner)
+            if ns is not None:
+                for layer, (lo, hi) in ns.cover.items():
                     if lo <= p.cutoff and hi >= t0:
                         covered.add(layer)
         # retry: the next attempt, once known

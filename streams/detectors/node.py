@@ -20,13 +20,22 @@ class NodeState(Struct, kw_only=True):
     rdma: dict[str, net.RdmaState] = {}
     mounts: dict[str, storage.MountState] = {}
     sched_state: str = ""
+    cover: dict[str, list[int]] = {}      # layer -> [first ts, last ts] of telemetry seen (for ruled_out)
 
 
-def feed_node(st: NodeState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
+def feed_node(st: NodeState, ev, cfg: DetectorConfig, out: list[Signal], kind: str | None = None) -> None:
     """Run the detectors of ``ev``'s kind on ``st``; append signals to ``out``."""
-    k = ev.kind
-    if ev.ts > st.ts:
-        st.ts = ev.ts
+    k = kind or ev.kind
+    ts = ev.ts
+    if ts > st.ts:
+        st.ts = ts
+    span = st.cover.get(ev.layer)
+    if span is None:
+        st.cover[ev.layer] = [ts, ts]
+    elif ts > span[1]:
+        span[1] = ts
+    elif ts < span[0]:
+        span[0] = ts
     if k == "gpu.sample":
         g = ev.data.gpu
         s = st.gpus.get(g)

@@ -1,0 +1,145 @@
+"""Streams benchmark, part 1: offline diagnose throughput (events/s on one core).
+
+Baseline measured in the same run: bare contract decode (``schemas.decode``) of the same
+corpus. The corpus is the simulator's output when ``--file`` is given (e.g. from
+``faultline simulate``), else a built-in synthetic fleet: N nodes x 8 GPUs with GPU, BMC,
+switch-port, RDMA and storage telemetry every 10-30 s, jobs with per-rank progress, and a
+few faults (mostly samples that only update counters, like real traffic).
+
+    .venv/bin/python bench/streams.py [--nodes 64] [--minutes 60] [--file events.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import sys
+import time
+
+import orjson
+
+T0 = 1_767_000_000_000
+
+
+def synth(nodes: int, minutes: int, seed: int = 1) -> list[bytes]:
+    rnd = random.Random(seed)
+    evs: list[dict] = []
+    n = 0
+
+    def add(kind, ts, data, node=None, job=None):
+        nonlocal n
+        n += 1
+        evs.append({"v": 1, "id": f"b{n:09d}", "ts": T0 + ts, "kind": kind, "source": "bench", "node": node,
+                    "job": job, "data": data})
+
+    names = [f"gpu-{i:03d}" for i in range(nodes)]
+    for i, nd in enumerate(names):
+        add("inventory.topology", 0, {"links": [{"nic": f"mlx5_{k}", "switch": f"leaf{i // 32:02d}-r{k}",
+                                                  "port": f"Eth1/{i % 32 + 1}", "segment": f"leaf{i // 32:02d}-r{k}"}
+                                                 for k in range(8)],
+                                       "storage": [{"path": "/ckpt", "backend": "nfs", "server": "nfs01"}]}, node=nd)
+        add("inventory.versions", 0, {"driver": "570.86.10", "nccl": "2.21.5"}, node=nd)
+    end = minutes * 60_000
+    # jobs of 4 nodes, one fails with an XID
+    jobs = []
+    for j in range(nodes // 4):
+        jn = names[j * 4:(j + 1) * 4]
+        job = str(1000 + j)
+        jobs.append((job, jn))
+        ranks = {str(k * 8 + g): nd for k, nd in enumerate(jn) for g in range(8)}
+        base = {"attempt": 0, "nodes": jn, "gpus": 32, "ranks": ranks, "start_ts": T0 + 60_000}
+        add("sched.job", 60_000, {**base, "state": "running"}, job=job)
+        fail = j == 0
+        if fail:
+            add("gpu.xid", end // 2, {"gpu": 3, "xid": 79, "message": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}, node=jn[1])
+            add("sched.job", end // 2 + 600_000, {**base, "state": "failed", "exit_code": 1, "end_ts": T0 + end // 2 + 600_000}, job=job)
+    ctr = {}
+    for t in range(0, end, 10_000):
+        for i, nd in enumerate(names):
+            for g in range(8):
+                k = (i, g)
+                c = ctr.get(k, 0) + (1 if rnd.random() < 0.001 else 0)
+                ctr[k] = c
+                add("gpu.sample", t + i, {"gpu": g, "uuid": f"GPU-{i}-{g}", "util_pct": 90 + 10 * rnd.random(),
+                                          "mem_used_mib": 60000.0, "mem_total_mib": 81559.0, "temp_c": 60.0,
+                                          "power_w": 600.0, "sm_clock_mhz": 1980.0, "throttle": [], "ecc_sbe": c,
+                                          "ecc_dbe": 0, "nvlink_errors": 0, "pcie_replay": 0}, node=nd)
+            if t % 30_000 == 0:
+                add("hw.sensor", t + i + 1, {"sensor": "CPU1 Temp", "type": "temperature", "value": 55.0, "unit": "C",
+                                             "status": "ok"}, node=nd)
+                for k in range(8):
+                    add("net.port", t + i + 2, {"device": f"leaf{i // 32:02d}-r{k}", "port": f"Eth1/{i % 32 + 1}",
+                                                "oper_status": "up", "in_errors": 0, "out_errors": 0, "in_discards": 0,
+                                                "out_discards": 0, "in_octets": t * 1000, "out_octets": t * 1000}, node=nd)
+                    add("net.rdma", t + i + 3, {"device": f"mlx5_{k}", "port": 1,
+                                                "counters": {"port_xmit_data": t * 100, "port_rcv_data": t * 100,
+                                                             "np_cnp_sent": t // 100, "out_of_sequence": 0}}, node=nd)
+                add("storage.sample", t + i + 4, {"path": "/ckpt", "fs_type": "nfs", "read_mbps": 100.0,
+                                                  "write_mbps": 50.0, "read_lat_ms": 2.0 + rnd.random(),
+                                                  "write_lat_ms": 3.0 + rnd.random(), "used_pct": 40.0}, node=nd)
+        if t % 20_000 == 0 and t >= 70_000:
+            for job, jn in jobs:
+                if job == "1000" and t > end // 2 - 20_000:
+                    continue
+                for nd_i, nd in enumerate(jn):
+                    add("runtime.progress", t + 5, {"rank": nd_i * 8, "step": t // 1000, "step_time_s": 1.0}, job=job)
+    evs.sort(key=lambda e: e["ts"])
+    return [orjson.dumps(e) for e in evs]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--minutes", type=int, default=60)
+    ap.add_argument("--file", help="a JSON-lines corpus (.jsonl or .jsonl.zst) instead of the synthetic one")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from faultline.schemas.codec import decode, now_ms
+    from faultline.streams.engine import Engine, EngineConfig
+
+    if args.file:
+        from faultline.commands.diagnose import _lines, _open
+
+        fh = _open(args.file)
+        lines = [ln for batch in _lines(fh) for ln in batch if ln.strip()]
+        src = args.file
+    else:
+        lines = synth(args.nodes, args.minutes)
+        src = f"synthetic {args.nodes} nodes x {args.minutes} min"
+    n = len(lines)
+    print(f"corpus: {src}: {n} events, {sum(map(len, lines)) / 1e6:.1f} MB")
+
+    def bare() -> None:
+        now = now_ms()
+        for ln in lines:
+            decode(ln, now=now)
+
+    def diagnose() -> None:
+        eng = Engine(EngineConfig())
+        for i in range(0, n, 4096):
+            eng.process(lines[i:i + 4096])
+        eng.finish()
+        diagnose.incidents = len(eng.incidents())  # type: ignore[attr-defined]
+
+    res = {}
+    for name, fn in (("decode only (baseline)", bare), ("diagnose (decode+detect+correlate)", diagnose)):
+        best = None
+        for _ in range(args.repeat):
+            gc.collect()
+            t = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t
+            best = dt if best is None else min(best, dt)
+        res[name] = n / best
+        print(f"{name:38} {n / best:>12,.0f} events/s  ({best:.2f} s best of {args.repeat})")
+    base, full = res["decode only (baseline)"], res["diagnose (decode+detect+correlate)"]
+    print(f"ratio diagnose / bare decode: {full / base:.2f}  (target >= 100,000 events/s on one core: "
+          f"{'met' if full >= 100_000 else 'NOT met'}); incidents found: {getattr(diagnose, 'incidents', '?')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

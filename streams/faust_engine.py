@@ -1,0 +1,606 @@
+"""The pure ``Engine`` split by Kafka key, for the Faust worker.
+
+``Engine`` (``streams/engine.py``) holds all state in one process. The worker splits it:
+
+- ``NodeSide``: node-topic keys (node, or switch for fl.net). Applies each event as it
+  arrives (no reorder buffer: alerts must leave within seconds), runs ``feed_node``,
+  records telemetry coverage and topology/versions/changes, and hands every signal to the
+  ``outbox`` (-> internal signals topic -> ``Shared`` GlobalTable) and alerts to outputs.
+- ``JobSide``: job keys (fl.sched / fl.runtime). The same event-time reorder buffer,
+  pending evaluations at their cutoff, stall timers, retries and re-evaluations as
+  ``Engine`` (it *is* an ``Engine`` subclass), but its watermark is the **global**
+  event-time watermark of all input partitions (min over workers of each worker's min over
+  its non-idle partitions, ``Watermarks``) instead of its own max timestamp, and the
+  cross-key state correlation reads (view, signal index, coverage, failures per version,
+  allocation) comes from ``Shared``.
+- ``Shared``: read/write access to the ``views`` GlobalTable (every worker has all of it),
+  with a local overlay of this worker's own writes (the changelog echo may lag).
+
+Per-key state round-trips through ``dump_*``/``load_*`` (msgpack) into the changelog-backed
+tables, together with the last Kafka offset applied per source partition (``fence``) so
+a worker restarted after a crash skips what it had already applied.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from typing import Any, Callable, Iterable, Union
+
+import msgspec
+from msgspec import Struct
+
+from ..schemas.events import Envelope, Event
+from ..schemas.outputs import Incident
+from .correlate import incident_id
+from .detectors.job import JobState
+from .detectors.node import NodeState
+from .engine import _INV_KINDS, _JOB_KINDS, _NODE_KINDS, Engine, EngineConfig, _Pending
+from .join import CONGESTION, Change, Link, Mount, View, index_keys
+from .signals import Signal
+
+_mp_enc = msgspec.msgpack.Encoder()
+_json = msgspec.json.Encoder()
+
+NODE_KINDS = _NODE_KINDS
+JOB_KINDS = _JOB_KINDS
+INV_KINDS = _INV_KINDS
+
+
+# ---------------------------------------------------------------------------- shared view
+class TopoEntry(Struct, array_like=True):
+    links: list[Link]
+    mounts: list[Mount]
+
+
+class AllocEntry(Struct, array_like=True):
+    attempt: int
+    nodes: list[str]
+    started: int
+    end_ts: Union[int, None]
+
+
+class FailEntry(Struct, array_like=True):
+    ts: int
+    keys: list[str]
+
+
+_topo_dec = msgspec.msgpack.Decoder(TopoEntry)
+_ver_dec = msgspec.msgpack.Decoder(dict[str, str])
+_chg_dec = msgspec.msgpack.Decoder(list[Change])
+_cov_dec = msgspec.msgpack.Decoder(dict[str, list[int]])
+_alloc_dec = msgspec.msgpack.Decoder(list[AllocEntry])
+_fail_dec = msgspec.msgpack.Decoder(FailEntry)
+_sigs_dec = msgspec.msgpack.Decoder(list[Signal])
+_sig_dec = msgspec.msgpack.Decoder(Signal)
+
+
+def encode_signal(sig: Signal) -> bytes:
+    return _mp_enc.encode(sig)
+
+
+def decode_signal(raw: bytes) -> Signal:
+    return _sig_dec.decode(raw)
+
+
+class Shared:
+    """The ``views`` GlobalTable: ``topo:``/``ver:``/``chg:<node>``, ``cov:<index key>``,
+    ``alloc:<job>``, ``fail:<incident id>``, ``sig:<index key>``.
+
+    ``put`` writes through a callback (the agents give one that writes the table's
+    changelog) and keeps the value in a local overlay read before the table.
+    """
+
+    def __init__(self, data: Any, write: Callable[[bytes, bytes], None], *, refresh_s: float = 0.5,
+                 retention_ms: int = 6 * 3_600_000, per_key_cap: int = 2_000) -> None:
+        self.data = data            # the GlobalTable's store (dict-like: bytes -> bytes)
+        self._write = write
+        self.overlay: dict[bytes, bytes] = {}
+        self.gen = 0
+        self.refresh_s = refresh_s
+        self.retention_ms = retention_ms
+        self.per_key_cap = per_key_cap
+        self._view: View | None = None
+        self._view_at = 0.0
+        self._view_gen = -1
+        self._alloc: dict[str, list[tuple[str, int, Union[int, None]]]] | None = None
+        self._alloc_at = 0.0
+        self._fail: dict[str, list[int]] | None = None
+        self._fail_at = 0.0
+
+    # -------------------------------------------------------------- raw access
+    def get(self, key: bytes) -> bytes | None:
+        v = self.overlay.get(key)
+        return v if v is not None else self.data.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if self.get(key) == value:
+            return
+        self.overlay[key] = value
+        self.gen += 1
+        self._write(key, value)
+
+    def items(self, prefix: bytes) -> Iterable[tuple[bytes, bytes]]:
+        seen = set()
+        for k, v in self.overlay.items():
+            if k.startswith(prefix):
+                seen.add(k)
+                yield k, v
+        for k, v in list(self.data.items()):
+            if k.startswith(prefix) and k not in seen:
+                yield k, v
+
+    def forget_overlay(self) -> None:
+        """After a rebalance: keys we wrote may now belong to another worker."""
+        self.overlay.clear()
+        self.gen += 1
+
+    # -------------------------------------------------------------- the join view
+    def view(self) -> View:
+        now = time.monotonic()
+        if self._view is not None and self._view_gen == self.gen and now - self._view_at < self.refresh_s:
+            return self._view
+        v = View()
+        for k, raw in self.items(b"topo:"):
+            t = _topo_dec.decode(raw)
+            n = k[5:].decode()
+            v.links[n] = t.links
+            v.mounts[n] = t.mounts
+        for k, raw in self.items(b"ver:"):
+            v.versions[k[4:].decode()] = _ver_dec.decode(raw)
+        chg: list[Change] = []
+        for _, raw in self.items(b"chg:"):
+            chg.extend(_chg_dec.decode(raw))
+        chg.sort(key=lambda c: (c.ts, c.id))
+        v.changes = chg[-v.max_changes:]
+        self._view, self._view_at, self._view_gen = v, now, self.gen
+        return v
+
+    def alloc(self) -> dict[str, list[tuple[str, int, Union[int, None]]]]:
+        """node -> [(job, started, end_ts)] of every attempt known."""
+        now = time.monotonic()
+        if self._alloc is not None and now - self._alloc_at < self.refresh_s:
+            return self._alloc
+        idx: dict[str, list[tuple[str, int, Union[int, None]]]] = {}
+        for k, raw in self.items(b"alloc:"):
+            job = k[6:].decode()
+            for a in _alloc_dec.decode(raw):
+                for n in a.nodes:
+                    idx.setdefault(n, []).append((job, a.started, a.end_ts))
+        self._alloc, self._alloc_at = idx, now
+        return idx
+
+    def attempts(self) -> Iterable[tuple[str, AllocEntry]]:
+        for k, raw in self.items(b"alloc:"):
+            job = k[6:].decode()
+            for a in _alloc_dec.decode(raw):
+                yield job, a
+
+    def job_on(self, node: str, ts: int) -> str | None:
+        for job, started, end in self.alloc().get(node, ()):
+            if started <= ts and (end is None or ts <= end):
+                return job
+        return None
+
+    def failures(self) -> dict[str, list[int]]:
+        now = time.monotonic()
+        if self._fail is not None and now - self._fail_at < self.refresh_s:
+            return self._fail
+        out: dict[str, list[int]] = {}
+        for _, raw in self.items(b"fail:"):
+            f = _fail_dec.decode(raw)
+            for key in f.keys:
+                out.setdefault(key, []).append(f.ts)
+        self._fail, self._fail_at = out, now
+        return out
+
+    def coverage(self, key: str) -> dict[str, list[int]] | None:
+        raw = self.get(b"cov:" + key.encode())
+        return _cov_dec.decode(raw) if raw else None
+
+    def signals(self, key: str) -> list[Signal]:
+        raw = self.get(b"sig:" + key.encode())
+        return _sigs_dec.decode(raw) if raw else []
+
+    def add_signals(self, key: str, sigs: list[Signal]) -> list[Signal]:
+        """Merge ``sigs`` into the list filed under index ``key``; returns the new ones."""
+        cur = self.signals(key)
+        ids = {s.id for s in cur}
+        new = [s for s in sigs if s.id not in ids]
+        if not new:
+            return []
+        cur.extend(new)
+        cur.sort(key=lambda s: (s.ts, s.id))
+        horizon = cur[-1].ts - self.retention_ms
+        cur = [s for s in cur if s.ts >= horizon][-self.per_key_cap:]
+        self.put(b"sig:" + key.encode(), _mp_enc.encode(cur))
+        return new
+
+
+class _CoverageProxy:
+    """``Engine._coverage`` read from ``Shared`` (``.get(key)`` only)."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+
+    def get(self, key: str, default: Any = None) -> Any:
+        v = self.shared.coverage(key)
+        return v if v is not None else default
+
+
+class _IndexProxy:
+    """``Engine.index`` backed by ``Shared``: ``query`` reads the GlobalTable plus the
+    signals pushed to this worker's jobs; ``add`` puts the signal in the outbox."""
+
+    def __init__(self, shared: Shared, outbox: list[Signal]) -> None:
+        self.shared = shared
+        self.outbox = outbox
+        self.local: dict[str, dict[str, Signal]] = {}   # index key -> id -> signal (pushed)
+
+    def add(self, sig: Signal) -> bool:
+        self.outbox.append(sig)
+        return True
+
+    def remember(self, sig: Signal) -> bool:
+        new = False
+        for k in index_keys(sig):
+            d = self.local.setdefault(k, {})
+            if sig.id not in d:
+                d[sig.id] = sig
+                new = True
+        return new
+
+    def evict(self, before_ts: int) -> None:
+        for k in list(self.local):
+            d = self.local[k]
+            for i in [i for i, s in d.items() if s.ts < before_ts]:
+                del d[i]
+            if not d:
+                del self.local[k]
+
+    def query(self, keys: Iterable[str], t0: int, t1: int, kinds: frozenset[str] | None = None) -> list[Signal]:
+        seen: set[str] = set()
+        out: list[Signal] = []
+        for k in keys:
+            for s in list(self.shared.signals(k)) + list(self.local.get(k, {}).values()):
+                if t0 <= s.ts <= t1 and s.id not in seen and (kinds is None or s.kind in kinds):
+                    seen.add(s.id)
+                    out.append(s)
+        out.sort(key=lambda s: (s.ts, s.id))
+        return out
+
+
+class Fence(Struct):
+    """Last applied offset per ``topic/partition`` of one key."""
+
+    offsets: dict[str, int] = {}
+
+    def accept(self, topic: str, partition: int, offset: int) -> bool:
+        k = f"{topic}/{partition}"
+        if offset <= self.offsets.get(k, -1):
+            return False
+        self.offsets[k] = offset
+        return True
+
+
+# ---------------------------------------------------------------------------- node side
+class NodeDump(Struct, kw_only=True):
+    state: NodeState
+    fence: Fence
+    coverage: dict[str, dict[str, list[int]]] = {}
+
+
+_node_dump_dec = msgspec.msgpack.Decoder(NodeDump)
+
+
+class NodeSide(Engine):
+    """Node-topic detectors; events applied on arrival (see module doc)."""
+
+    def __init__(self, shared: Shared, config: EngineConfig | None = None, *,
+                 cov_step_ms: int = 1_000) -> None:
+        super().__init__(config)
+        self.shared = shared
+        self.outbox: list[Signal] = []
+        self.index = _IndexProxy(shared, self.outbox)  # type: ignore[assignment]
+        self.fences: dict[str, Fence] = {}
+        self.cov_keys: dict[str, set[str]] = {}        # kafka key -> coverage keys it feeds
+        self.cov_written: dict[str, dict[str, list[int]]] = {}
+        self.cov_step_ms = cov_step_ms
+        self.view_dirty: set[str] = set()
+        self.dirty: set[str] = set()
+        self._cover_key = ""
+
+    # ---------------------------------------------------------- persistence
+    def load(self, key: str, blob: bytes | None) -> None:
+        if key in self.nodes or not blob:
+            return
+        d = _node_dump_dec.decode(blob)
+        self.nodes[key] = d.state
+        self.fences[key] = d.fence
+        for ck, lm in d.coverage.items():
+            self._coverage[ck] = {l: list(v) for l, v in lm.items()}
+            self.cov_keys.setdefault(key, set()).add(ck)
+        # this node's view entries, so versions/changes keep accumulating after a restart
+        raw = self.shared.get(f"topo:{key}".encode())
+        if raw:
+            t = _topo_dec.decode(raw)
+            self.view.links[key], self.view.mounts[key] = t.links, t.mounts
+        raw = self.shared.get(f"ver:{key}".encode())
+        if raw:
+            self.view.versions[key] = _ver_dec.decode(raw)
+        raw = self.shared.get(f"chg:{key}".encode())
+        if raw:
+            for c in _chg_dec.decode(raw):
+                self.view.changes.append(c)
+            self.view.changes.sort(key=lambda c: (c.ts, c.id))
+
+    def dump(self, key: str) -> bytes:
+        cov = {ck: self._coverage[ck] for ck in self.cov_keys.get(key, ()) if ck in self._coverage}
+        return _mp_enc.encode(NodeDump(state=self.nodes.get(key) or NodeState(),
+                                       fence=self.fences.get(key) or Fence(), coverage=cov))
+
+    def drop(self, key: str) -> None:
+        self.nodes.pop(key, None)
+        self.fences.pop(key, None)
+        for ck in self.cov_keys.pop(key, ()):
+            self._coverage.pop(ck, None)
+            self.cov_written.pop(ck, None)
+
+    def accept(self, key: str, topic: str, partition: int, offset: int) -> bool:
+        f = self.fences.get(key)
+        if f is None:
+            f = self.fences[key] = Fence()
+        return f.accept(topic, partition, offset)
+
+    # ---------------------------------------------------------- processing
+    def feed(self, key: str, ev: Envelope) -> None:
+        """Apply one node-keyed event now (dedup is the caller's, with the fence)."""
+        self.stats.events += 1
+        if ev.ts > self._max_ts:
+            self._max_ts = ev.ts
+        self._cover_key = key
+        self._apply(ev)
+        if ev.kind in _INV_KINDS and ev.node:
+            self.view_dirty.add(ev.node)
+        self.dirty.add(key)
+
+    def _cover(self, ev: Envelope) -> None:
+        super()._cover(ev)
+        if ev.node:
+            ck = "node:" + ev.node
+        elif hasattr(ev.data, "device"):
+            ck = f"port:{ev.data.device}/{ev.data.port}"
+        else:
+            return
+        s = self.cov_keys.get(self._cover_key)
+        if s is None:
+            s = self.cov_keys[self._cover_key] = set()
+        s.add(ck)
+
+    def _job_on(self, node: str, ts: int) -> str | None:
+        return self.shared.job_on(node, ts)
+
+    def flush_shared(self) -> None:
+        """Write topology/versions/changes of touched nodes and coverage spans that moved
+        (by at least ``cov_step_ms``, or a new layer) to the shared view."""
+        for n in self.view_dirty:
+            if n in self.view.links or n in self.view.mounts:
+                self.shared.put(f"topo:{n}".encode(), _mp_enc.encode(
+                    TopoEntry(self.view.links.get(n, []), self.view.mounts.get(n, []))))
+            if n in self.view.versions:
+                self.shared.put(f"ver:{n}".encode(), _mp_enc.encode(self.view.versions[n]))
+            ch = [c for c in self.view.changes if c.node == n]
+            if ch:
+                self.shared.put(f"chg:{n}".encode(), _mp_enc.encode(ch[-1000:]))
+        self.view_dirty.clear()
+        step = self.cov_step_ms
+        for key in self.dirty:
+            for ck in self.cov_keys.get(key, ()):
+                cur = self._coverage.get(ck)
+                if not cur:
+                    continue
+                old = self.cov_written.get(ck)
+                if old is not None and old.keys() == cur.keys() and all(
+                        cur[l][0] >= old[l][0] and cur[l][1] - old[l][1] < step for l in cur):
+                    continue
+                snap = {l: [v[0], v[1]] for l, v in cur.items()}
+                self.cov_written[ck] = snap
+                self.shared.put(b"cov:" + ck.encode(), _mp_enc.encode(snap))
+
+    def take(self) -> tuple[list[Signal], list[Any]]:
+        sigs = list(self.outbox)
+        self.outbox.clear()
+        return sigs, self._drain()
+
+
+# ---------------------------------------------------------------------------- job side
+class JobDump(Struct, kw_only=True):
+    state: JobState
+    fence: Fence
+    buffered: list[bytes] = []                 # encoded events waiting in the reorder buffer
+    pending: list[_Pending] = []
+    ctx: dict[str, _Pending] = {}
+    incidents: dict[str, Incident] = {}
+    evaluated: dict[str, float] = {}           # incident id -> wall time of last evaluation
+
+
+_job_dump_dec = msgspec.msgpack.Decoder(JobDump)
+_ev_dec = msgspec.json.Decoder(Event)
+
+
+class JobSide(Engine):
+    """Job-keyed events: the ``Engine`` job machinery on a global watermark (module doc)."""
+
+    def __init__(self, shared: Shared, config: EngineConfig | None = None, *,
+                 recheck_s: float = 60.0) -> None:
+        super().__init__(config)
+        self.shared = shared
+        self.outbox: list[Signal] = []
+        self.index = _IndexProxy(shared, self.outbox)  # type: ignore[assignment]
+        self._coverage = _CoverageProxy(shared)  # type: ignore[assignment]
+        self.fences: dict[str, Fence] = {}
+        self.dirty: set[str] = set()
+        self.evaluated: dict[str, float] = {}          # iid -> wall time evaluated
+        self.recheck_s = recheck_s
+        self._alloc_written: dict[str, bytes] = {}
+
+    # ---------------------------------------------------------- persistence
+    def load(self, job: str, blob: bytes | None) -> None:
+        if job in self.jobs or not blob:
+            return
+        d = _job_dump_dec.decode(blob)
+        self.jobs[job] = d.state
+        self.fences[job] = d.fence
+        for raw in d.buffered:
+            ev = _ev_dec.decode(raw)
+            self._seen[ev.id] = None
+            heapq.heappush(self._heap, (ev.ts, ev.id, ev))
+        for p in d.pending:
+            self._schedule(p)
+        self._inc_ctx.update(d.ctx)
+        self._incidents.update(d.incidents)
+        self.evaluated.update(d.evaluated)
+
+    def dump(self, job: str) -> bytes:
+        buffered = [_json.encode(ev) for _, _, ev in self._heap if ev.job == job]
+        pending = [p for (j, _), p in self._pending.items() if j == job]
+        ctx = {i: p for i, p in self._inc_ctx.items() if p.job == job}
+        incs = {i: self._incidents[i] for i in ctx if i in self._incidents}
+        ev_at = {i: self.evaluated[i] for i in ctx if i in self.evaluated}
+        return _mp_enc.encode(JobDump(state=self.jobs.get(job) or JobState(job=job),
+                                      fence=self.fences.get(job) or Fence(), buffered=buffered,
+                                      pending=pending, ctx=ctx, incidents=incs, evaluated=ev_at))
+
+    def drop(self, job: str) -> None:
+        self.jobs.pop(job, None)
+        self.fences.pop(job, None)
+        for k in [k for k in self._pending if k[0] == job]:
+            del self._pending[k]
+        for i in [i for i, p in self._inc_ctx.items() if p.job == job]:
+            del self._inc_ctx[i]
+            self._incidents.pop(i, None)
+            self.evaluated.pop(i, None)
+        self._heap = [h for h in self._heap if h[2].job != job]
+        heapq.heapify(self._heap)
+
+    def accept(self, job: str, topic: str, partition: int, offset: int) -> bool:
+        f = self.fences.get(job)
+        if f is None:
+            f = self.fences[job] = Fence()
+        return f.accept(topic, partition, offset)
+
+    # ---------------------------------------------------------- processing
+    def ingest(self, events: Iterable[Envelope], watermark: int) -> None:
+        """Buffer events (dedup by id), then release up to ``watermark - lateness``."""
+        for ev in events:
+            eid = ev.id
+            if eid in self._seen:
+                self.stats.duplicates += 1
+                continue
+            self._seen[eid] = None
+            if len(self._seen) > self.cfg.dedup_cap:
+                self._seen.popitem(last=False)
+            self.stats.events += 1
+            self.dirty.add(ev.job or "")
+            if ev.ts < self._wm:
+                self.stats.late += 1
+                self._apply(ev)
+                self._late(ev)
+            else:
+                heapq.heappush(self._heap, (ev.ts, eid, ev))
+        self.advance_to(watermark)
+
+    def advance_to(self, watermark: int) -> None:
+        if watermark > self._max_ts:
+            self._max_ts = watermark
+        self._release(self._max_ts - self.cfg.lateness_ms)
+
+    def signal_for(self, job: str, sig: Signal) -> None:
+        """A signal on ``job``'s resources, pushed by the signals agent: remember it (the
+        GlobalTable copy may not have reached this worker yet) and re-evaluate the job's
+        incidents whose window it falls in."""
+        if not self.index.remember(sig):  # type: ignore[attr-defined]
+            return
+        for iid, p in list(self._inc_ctx.items()):
+            if p.job == job and sig.ts <= p.cutoff:
+                self._reevaluate(iid)
+
+    def recheck(self) -> None:
+        """Re-run recently evaluated incidents: cross-partition evidence (signals, views,
+        failures of other jobs) may have landed after the first evaluation."""
+        now = time.time()
+        for iid, at in list(self.evaluated.items()):
+            if now - at > self.recheck_s:
+                continue
+            if iid in self._inc_ctx:
+                self._reevaluate(iid)
+
+    def _apply(self, ev: Envelope) -> None:
+        if ev.job:
+            self.dirty.add(ev.job)
+        super()._apply(ev)
+
+    def _schedule(self, p: _Pending) -> None:
+        self.dirty.add(p.job)
+        super()._schedule(p)
+
+    def _context(self, p: _Pending) -> Incident | None:
+        self.view = self.shared.view()
+        self._failures = self.shared.failures()
+        return super()._context(p)
+
+    def _evaluate(self, p: _Pending) -> None:
+        iid = incident_id(p.job, p.attempt)
+        self.evaluated[iid] = time.time()
+        self.dirty.add(p.job)
+        super()._evaluate(p)
+        js = self.jobs.get(p.job)
+        rec = js.attempts.get(p.attempt) if js else None
+        if rec is None or iid not in self._incidents:
+            return
+        keys = set()
+        for n in rec.nodes:
+            for comp, v in self.view.versions.get(n, {}).items():
+                keys.add(f"version:{comp}={v}")
+        if rec.image:
+            keys.add(f"version:image={rec.image}")
+        self.shared.put(f"fail:{iid}".encode(), _mp_enc.encode(FailEntry(p.failure_ts, sorted(keys))))
+
+    def _emit(self, inc: Incident) -> None:
+        self.dirty.add(inc.job)
+        super()._emit(inc)
+
+    def _job_on(self, node: str, ts: int) -> str | None:
+        return self.shared.job_on(node, ts)
+
+    def flush_shared(self) -> None:
+        """Allocation of touched jobs -> ``alloc:<job>`` (for the fan-out and alerts)."""
+        for job in self.dirty:
+            js = self.jobs.get(job)
+            if js is None or not js.attempts:
+                continue
+            val = _mp_enc.encode([AllocEntry(a.attempt, list(a.nodes), a.started(), a.end_ts)
+                                  for a in sorted(js.attempts.values(), key=lambda a: a.attempt)])
+            if self._alloc_written.get(job) != val:
+                self._alloc_written[job] = val
+                self.shared.put(f"alloc:{job}".encode(), val)
+
+    def take(self) -> tuple[list[Signal], list[Any]]:
+        sigs = list(self.outbox)
+        self.outbox.clear()
+        return sigs, self._drain()
+
+
+def jobs_touched_by(shared: Shared, key: str, sig: Signal, lookback_ms: int, settle_ms: int) -> list[str]:
+    """Jobs whose attempt window and resources (the join) include index ``key`` of ``sig``."""
+    view = shared.view()
+    out = set()
+    for job, a in shared.attempts():
+        if sig.ts < a.started - lookback_ms:
+            continue
+        if a.end_ts is not None and sig.ts > a.end_ts + settle_ms:
+            continue
+        res = view.resources(a.nodes)
+        if key in res.keys or (sig.kind in CONGESTION and key in res.congestion_keys):
+            out.add(job)
+    return sorted(out)
