@@ -240,15 +240,18 @@ def _progress(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
         e = st if e is None else e + 0.3 * (st - e)
         if len(rec.step_ewma) < MAX_RANKS_TRACKED or r in rec.step_ewma:
             rec.step_ewma[r] = e
-        if rec.prog_n % 8 == 0 and len(rec.step_ewma) >= 3 and r not in rec.straggler_fired:
+        # amortised O(1): look at all ranks once every len(ranks) progress events
+        if len(rec.step_ewma) >= 3 and rec.prog_n % max(8, len(rec.step_ewma)) == 0:
             vals = sorted(rec.step_ewma.values())
             med = vals[len(vals) // 2]
-            if med > 0 and e > cfg.straggler_factor * med:
-                rec.straggler_fired.append(r)
-                node = _rank_node(rec, r) or ev.node
+            worst = max(rec.step_ewma, key=rec.step_ewma.__getitem__)
+            e = rec.step_ewma[worst]
+            if med > 0 and e > cfg.straggler_factor * med and worst not in rec.straggler_fired:
+                rec.straggler_fired.append(worst)
+                node = _rank_node(rec, worst)
                 _push(js, make("straggler", f"job:{ev.job}", ev, "runtime", "warning",
-                               f"rank {r}" + (f" ({node})" if node else "") + f" is a straggler: step {e:.2f} s vs median {med:.2f} s",
-                               node=node, data={"rank": r, "step_time_s": round(e, 3), "median_s": round(med, 3)}), out)
+                               f"rank {worst}" + (f" ({node})" if node else "") + f" is a straggler: step {e:.2f} s vs median {med:.2f} s",
+                               node=node, data={"rank": worst, "step_time_s": round(e, 3), "median_s": round(med, 3)}), out)
 
 
 def _checkpoint(js: JobState, ev, out: list[Signal]) -> None:

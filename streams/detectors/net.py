@@ -29,7 +29,7 @@ class PortState(Struct, kw_only=True):
     downs: list[int] = []          # ts of recent down transitions (bounded by the flap window)
     err: Union[int, None] = None
     disc: Union[int, None] = None
-    flap_fired: int = 0            # ts of the last flap signal
+    flap_fired: int = -(1 << 62)   # ts of the last flap signal
     err_base: float = 0.0          # EWMA of errors per interval (a noisy port's own normal)
     err_fired: bool = False
 
@@ -115,9 +115,9 @@ def on_rdma(st: RdmaState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     d = ev.data
     c = d.counters
     prev = st.counters
-    dt = (ev.ts - st.ts) / 1000.0 if st.ts else 0.0
-    st.counters = c
     first = not prev
+    dt = (ev.ts - st.ts) / 1000.0 if not first else 0.0
+    st.counters = c
     st.ts = ev.ts
     if first or dt <= 0:
         return
