@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the Debian packages of the real third-party peers the tests run against
+# (Slurm + munge, net-snmp, OpenIPMI ipmi_sim + ipmitool, node_exporter, iproute2, Chromium).
+# Idempotent: when every package is already installed, apt is not touched at all.
+# Append a package to PACKAGES when your tests need one more.
+set -euo pipefail
+
+PACKAGES=(
+    slurm-wlm slurmctld slurmd slurm-client munge
+    snmpd snmp snmptrapd
+    openipmi ipmitool
+    prometheus-node-exporter
+    iproute2
+    chromium
+    curl bc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+    echo "peers: all ${#PACKAGES[@]} packages installed"
+    exit 0
+fi
+echo "peers: installing ${missing[*]}"
+if [[ "$(id -u)" != 0 ]]; then
+    SUDO=""
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; fi
+    if [[ -z "$SUDO" ]]; then
+        echo "peers: error: not root and no password-less sudo: install them as root with" >&2
+        echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        exit 1
+    fi
+else
+    SUDO=""
+fi
+export DEBIAN_FRONTEND=noninteractive
+t0=$SECONDS
+# the daemons must not start on install (no systemd here; tests start them by hand)
+policy_added=0
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    policy_added=1
+fi
+cleanup() { if [[ $policy_added == 1 ]]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi; }
+trap cleanup EXIT
+$SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq
+$SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "peers: installed ${#missing[@]} packages in $((SECONDS - t0)) s"
