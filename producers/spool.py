@@ -92,10 +92,10 @@ class SpoolingPublisher:
         self.request_timeout_ms = request_timeout_ms
         self.retry_max_s = retry_max_s
         self.linger_ms = linger_ms
-        try:
-            import lz4  # noqa: F401
-        except ImportError:
-            compression = "gzip" if compression == "lz4" else compression
+        from aiokafka import codec
+
+        if compression == "lz4" and not codec.has_lz4():  # needs the lz4 package's frame support
+            compression = "zstd" if codec.has_zstd() else "gzip"
         self.compression = compression
         #: counters: spooled (appended), sent (acknowledged), dropped (full spool), failures
         self.stats = {"spooled": 0, "sent": 0, "dropped": 0, "send_failures": 0}
@@ -373,7 +373,9 @@ class SpoolingPublisher:
                                                 timestamp_ms=ts or None))
                     ends.append(end)
                 results = await asyncio.gather(*futs, return_exceptions=True)
-            except (KafkaError, OSError, asyncio.TimeoutError) as e:
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # broker errors, and anything else: never let the drainer die
                 results = None
                 err: BaseException | None = e
             else:
@@ -392,7 +394,9 @@ class SpoolingPublisher:
                         skip.add((self._rseg, end))
                         self.stats["sent"] += 1
             self.stats["send_failures"] += 1
-            if self.connected:
+            if not isinstance(err, (KafkaError, OSError, asyncio.TimeoutError)):
+                log.error("spool drainer: %s: %s", type(err).__name__, err, extra={"spool_dir": str(self.dir)})
+            elif self.connected:
                 log.warning("broker unreachable at %s (%s); spooling to %s", self.settings.kafka_bootstrap,
                             type(err).__name__, self.dir,
                             extra={"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()})
