@@ -330,15 +330,17 @@ def install(app: faust.App, settings: Settings) -> None:
                     js.signal_for(job, decode_signal(v[1:]))
                 elif tag == b"T":
                     t = orjson.loads(v[1:])
-                    wms.heard(t["w"], int(t["wm"]))
+                    wms.heard(t["w"], int(t["wm"]), bool(t.get("idle")))
                     ensure_partition_loaded(sd, m.partition)
                     ticked = True
             except Exception as err:  # noqa: BLE001 - internal topic; should not happen
                 log.warning("bad internal job record", extra={"error": str(err)})
-        wm = wms.value(worker_id)
+        wm, idle = wms.value(worker_id)
         stats.watermark = wm
         js.ingest(fresh, wm)
         if ticked:
+            if idle:
+                js.close_windows()
             js.recheck()
         js.flush_shared()
         for job in js.dirty:
@@ -360,7 +362,7 @@ def install(app: faust.App, settings: Settings) -> None:
         local = wms.local()
         if local is None:
             return
-        v = b"T" + orjson.dumps({"w": worker_id, "wm": local})
+        v = b"T" + orjson.dumps({"w": worker_id, "wm": local[0], "idle": local[1]})
         for p in range(P):
             await jobs_out.send(value=v, partition=p)
 

@@ -194,8 +194,9 @@ class Shared:
         self._fail, self._fail_at = out, now
         return out
 
-    def coverage(self, key: str) -> dict[str, list[int]] | None:
-        raw = self.get(b"cov:" + key.encode())
+    def coverage(self, owner: str) -> dict[str, list[int]] | None:
+        """Telemetry coverage (layer -> [first, last ts]) of a node or switch."""
+        raw = self.get(b"cov:" + owner.encode())
         return _cov_dec.decode(raw) if raw else None
 
     def signals(self, key: str) -> list[Signal]:
@@ -217,15 +218,20 @@ class Shared:
         return new
 
 
-class _CoverageProxy:
-    """``Engine._coverage`` read from ``Shared`` (``.get(key)`` only)."""
+class _Cover(Struct):
+    cover: dict[str, list[int]] = {}
+
+
+class _NodesProxy:
+    """``Engine.nodes`` as the job side reads it (``.get(owner).cover`` for ruled_out),
+    from the coverage the node side publishes to ``Shared``."""
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
 
-    def get(self, key: str, default: Any = None) -> Any:
-        v = self.shared.coverage(key)
-        return v if v is not None else default
+    def get(self, owner: str, default: Any = None) -> Any:
+        v = self.shared.coverage(owner)
+        return _Cover(v) if v is not None else default
 
 
 class _IndexProxy:
@@ -287,7 +293,6 @@ class Fence(Struct):
 class NodeDump(Struct, kw_only=True):
     state: NodeState
     fence: Fence
-    coverage: dict[str, dict[str, list[int]]] = {}
 
 
 _node_dump_dec = msgspec.msgpack.Decoder(NodeDump)
@@ -303,12 +308,10 @@ class NodeSide(Engine):
         self.outbox: list[Signal] = []
         self.index = _IndexProxy(shared, self.outbox)  # type: ignore[assignment]
         self.fences: dict[str, Fence] = {}
-        self.cov_keys: dict[str, set[str]] = {}        # kafka key -> coverage keys it feeds
         self.cov_written: dict[str, dict[str, list[int]]] = {}
         self.cov_step_ms = cov_step_ms
         self.view_dirty: set[str] = set()
         self.dirty: set[str] = set()
-        self._cover_key = ""
 
     # ---------------------------------------------------------- persistence
     def load(self, key: str, blob: bytes | None) -> None:
@@ -317,9 +320,6 @@ class NodeSide(Engine):
         d = _node_dump_dec.decode(blob)
         self.nodes[key] = d.state
         self.fences[key] = d.fence
-        for ck, lm in d.coverage.items():
-            self._coverage[ck] = {l: list(v) for l, v in lm.items()}
-            self.cov_keys.setdefault(key, set()).add(ck)
         # this node's view entries, so versions/changes keep accumulating after a restart
         raw = self.shared.get(f"topo:{key}".encode())
         if raw:
@@ -335,16 +335,8 @@ class NodeSide(Engine):
             self.view.changes.sort(key=lambda c: (c.ts, c.id))
 
     def dump(self, key: str) -> bytes:
-        cov = {ck: self._coverage[ck] for ck in self.cov_keys.get(key, ()) if ck in self._coverage}
         return _mp_enc.encode(NodeDump(state=self.nodes.get(key) or NodeState(),
-                                       fence=self.fences.get(key) or Fence(), coverage=cov))
-
-    def drop(self, key: str) -> None:
-        self.nodes.pop(key, None)
-        self.fences.pop(key, None)
-        for ck in self.cov_keys.pop(key, ()):
-            self._coverage.pop(ck, None)
-            self.cov_written.pop(ck, None)
+                                       fence=self.fences.get(key) or Fence()))
 
     def accept(self, key: str, topic: str, partition: int, offset: int) -> bool:
         f = self.fences.get(key)
@@ -358,24 +350,10 @@ class NodeSide(Engine):
         self.stats.events += 1
         if ev.ts > self._max_ts:
             self._max_ts = ev.ts
-        self._cover_key = key
         self._apply(ev)
         if ev.kind in _INV_KINDS and ev.node:
             self.view_dirty.add(ev.node)
         self.dirty.add(key)
-
-    def _cover(self, ev: Envelope) -> None:
-        super()._cover(ev)
-        if ev.node:
-            ck = "node:" + ev.node
-        elif hasattr(ev.data, "device"):
-            ck = f"port:{ev.data.device}/{ev.data.port}"
-        else:
-            return
-        s = self.cov_keys.get(self._cover_key)
-        if s is None:
-            s = self.cov_keys[self._cover_key] = set()
-        s.add(ck)
 
     def _job_on(self, node: str, ts: int) -> str | None:
         return self.shared.job_on(node, ts)
@@ -395,17 +373,17 @@ class NodeSide(Engine):
         self.view_dirty.clear()
         step = self.cov_step_ms
         for key in self.dirty:
-            for ck in self.cov_keys.get(key, ()):
-                cur = self._coverage.get(ck)
-                if not cur:
-                    continue
-                old = self.cov_written.get(ck)
-                if old is not None and old.keys() == cur.keys() and all(
-                        cur[l][0] >= old[l][0] and cur[l][1] - old[l][1] < step for l in cur):
-                    continue
-                snap = {l: [v[0], v[1]] for l, v in cur.items()}
-                self.cov_written[ck] = snap
-                self.shared.put(b"cov:" + ck.encode(), _mp_enc.encode(snap))
+            st = self.nodes.get(key)
+            cur = st.cover if st is not None else None
+            if not cur:
+                continue
+            old = self.cov_written.get(key)
+            if old is not None and old.keys() == cur.keys() and all(
+                    cur[l][0] >= old[l][0] and cur[l][1] - old[l][1] < step for l in cur):
+                continue
+            snap = {l: [v[0], v[1]] for l, v in cur.items()}
+            self.cov_written[key] = snap
+            self.shared.put(b"cov:" + key.encode(), _mp_enc.encode(snap))
 
     def take(self) -> tuple[list[Signal], list[Any]]:
         sigs = list(self.outbox)
@@ -437,7 +415,7 @@ class JobSide(Engine):
         self.shared = shared
         self.outbox: list[Signal] = []
         self.index = _IndexProxy(shared, self.outbox)  # type: ignore[assignment]
-        self._coverage = _CoverageProxy(shared)  # type: ignore[assignment]
+        self.nodes = _NodesProxy(shared)  # type: ignore[assignment]
         self.fences: dict[str, Fence] = {}
         self.dirty: set[str] = set()
         self.evaluated: dict[str, float] = {}          # iid -> wall time evaluated
@@ -454,15 +432,23 @@ class JobSide(Engine):
         for raw in d.buffered:
             ev = _ev_dec.decode(raw)
             self._seen[ev.id] = None
-            heapq.heappush(self._heap, (ev.ts, ev.id, ev))
+            self._buf.append((ev.ts, ev.id, ev))
         for p in d.pending:
             self._schedule(p)
+        dcfg = self.cfg.detectors
+        for rec in d.state.attempts.values():   # re-arm stall deadlines
+            if rec.state == "running" and rec.prog_n > 0 and not rec.stalled_at:
+                k = (job, rec.attempt)
+                if k not in self._stall_armed:
+                    self._stall_armed.add(k)
+                    heapq.heappush(self._stall_heap, (rec.prog_last_ts + rec.stall_threshold_ms(dcfg),
+                                                      job, rec.attempt))
         self._inc_ctx.update(d.ctx)
         self._incidents.update(d.incidents)
         self.evaluated.update(d.evaluated)
 
     def dump(self, job: str) -> bytes:
-        buffered = [_json.encode(ev) for _, _, ev in self._heap if ev.job == job]
+        buffered = [_json.encode(ev) for _, _, ev in self._buf if ev.job == job]
         pending = [p for (j, _), p in self._pending.items() if j == job]
         ctx = {i: p for i, p in self._inc_ctx.items() if p.job == job}
         incs = {i: self._incidents[i] for i in ctx if i in self._incidents}
@@ -480,8 +466,7 @@ class JobSide(Engine):
             del self._inc_ctx[i]
             self._incidents.pop(i, None)
             self.evaluated.pop(i, None)
-        self._heap = [h for h in self._heap if h[2].job != job]
-        heapq.heapify(self._heap)
+        self._buf = [h for h in self._buf if h[2].job != job]
 
     def accept(self, job: str, topic: str, partition: int, offset: int) -> bool:
         f = self.fences.get(job)
@@ -507,13 +492,22 @@ class JobSide(Engine):
                 self._apply(ev)
                 self._late(ev)
             else:
-                heapq.heappush(self._heap, (ev.ts, eid, ev))
+                self._buf.append((ev.ts, eid, ev))
         self.advance_to(watermark)
 
     def advance_to(self, watermark: int) -> None:
         if watermark > self._max_ts:
             self._max_ts = watermark
         self._release(self._max_ts - self.cfg.lateness_ms)
+
+    def close_windows(self) -> None:
+        """Every input is idle: like ``Engine.finish`` release what is buffered and run the
+        pending evaluations now (an evaluation only uses events up to its cutoff; one that
+        arrives later re-evaluates the incident)."""
+        self._release(self._max_ts)
+        if self._heap_due:
+            self._fire_due(1 << 62)
+            self._fire_due(1 << 62)
 
     def signal_for(self, job: str, sig: Signal) -> None:
         """A signal on ``job``'s resources, pushed by the signals agent: remember it (the
