@@ -51,4 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m faultline.cli`: run the imported module so commands' `from ..cli import
+    # CliError` is the same class this main() catches
+    from faultline.cli import main as _main
+
+    sys.exit(_main())
