@@ -118,6 +118,9 @@ class SpoolingPublisher:
         """Open the spool (resuming a previous one) and start draining. Never fails because
         the broker is away: events are spooled until it answers."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        ak = logging.getLogger("aiokafka")
+        if ak.level == logging.NOTSET:  # it logs every failed reconnect; our own warning says it once
+            ak.setLevel(logging.CRITICAL)
         segs = sorted(_seg_no(p.name) for p in self.dir.glob(f"{_SEG_PREFIX}*{_SEG_SUFFIX}"))
         for s in segs:
             self._sizes[s] = (self.dir / _seg_name(s)).stat().st_size

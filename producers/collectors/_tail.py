@@ -26,6 +26,7 @@ class FileTail:
         self._ino: tuple[int, int] | None = None
         self._off = 0
         self._partial = b""
+        self._tailsig = b""  # last bytes before the offset (truncate-and-rewrite detection)
         self.rotations = 0
         self.truncations = 0
         self._open(seek_end=not from_start)
@@ -42,8 +43,20 @@ class FileTail:
         self._ino = (st.st_dev, st.st_ino)
         self._off = st.st_size if seek_end else 0
         fh.seek(self._off)
+        self._tailsig = os.pread(fh.fileno(), min(32, self._off), self._off - min(32, self._off)) if self._off else b""
         self._partial = b""
         return True
+
+    def _same_tail(self) -> bool:
+        """The bytes just before the read offset are still what we read there; if not, the
+        file was truncated and rewritten past our offset between two polls (copytruncate)."""
+        if not self._tailsig:
+            return True
+        n = len(self._tailsig)
+        try:
+            return os.pread(self._fh.fileno(), n, self._off - n) == self._tailsig  # type: ignore[union-attr]
+        except OSError:
+            return True
 
     def _read_all(self) -> bytes:
         chunks = []
@@ -55,7 +68,10 @@ class FileTail:
             chunks.append(b)
             budget -= len(b)
             self._off += len(b)
-        return b"".join(chunks)
+        data = b"".join(chunks)
+        if data:
+            self._tailsig = (self._tailsig + data)[-32:]
+        return data
 
     def poll(self) -> list[str]:
         """New complete lines since the last poll (without the newline)."""
@@ -76,11 +92,12 @@ class FileTail:
             lines = self._split(tail, final=True)
             self._open(seek_end=False)
             return lines + self._split(self._read_all())
-        if st is not None and st.st_size < self._off:
+        if st is not None and (st.st_size < self._off or not self._same_tail()):
             self.truncations += 1
             self._fh.seek(0)  # type: ignore[union-attr]
             self._off = 0
             self._partial = b""
+            self._tailsig = b""
         return self._split(self._read_all())
 
     def _split(self, data: bytes, final: bool = False) -> list[str]:
