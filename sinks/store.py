@@ -93,6 +93,7 @@ class Store(Protocol):
     def query_table(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]: ...
     def insert(self, table: str, rows: Sequence[Mapping[str, Any]]) -> int: ...
     def insert_json(self, table: str, lines: bytes) -> None: ...
+    def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None: ...
     def migrate(self) -> list[int]: ...
     def close(self) -> None: ...
 
@@ -226,6 +227,22 @@ class ChdbStore(_Base):
         except Exception as e:
             raise StoreError(f"insert into {table}: {e}") from None
 
+    def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None:
+        """Column-oriented insert through chDB's ``Python()`` table function (no text
+        round trip: the fastest path, see bench/sink.py). Values must be str/int/float."""
+        _check_ident(table)
+        names = list(columns)
+        if not names or not len(columns[names[0]]):
+            return
+        for n in names:
+            _check_ident(n)
+        fl_cols = dict(columns)  # noqa: F841 - chDB finds it by name in this frame
+        cols = ", ".join(names)
+        try:
+            self._s.query(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM Python(fl_cols)", "Null")
+        except Exception as e:
+            raise StoreError(f"insert into {table}: {e}") from None
+
     def close(self) -> None:
         if self._closed:
             return
@@ -289,6 +306,16 @@ class ServerStore(_Base):
         _check_ident(table)
         try:
             self._c.raw_insert(table, insert_block=lines, fmt="JSONEachRow")
+        except Exception as e:
+            raise StoreError(f"insert into {table}: {e}") from None
+
+    def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None:
+        _check_ident(table)
+        names = list(columns)
+        if not names or not len(columns[names[0]]):
+            return
+        try:
+            self._c.insert(table, data=[columns[n] for n in names], column_names=names, column_oriented=True)
         except Exception as e:
             raise StoreError(f"insert into {table}: {e}") from None
 

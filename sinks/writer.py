@@ -11,8 +11,9 @@ Usage (the Faust sink agent, ``faultline ingest``, tests)::
     ...
     w.close()                       # flushes what is left
 
-Every buffer goes to the store in ONE insert per table per flush. Events travel as their JSON
-line into ``ingest_events`` (materialized views parse and route them in ClickHouse). Every
+Every buffer goes to the store in ONE insert per table per flush. Events are split into their
+envelope columns (msgspec, ``data`` kept as raw JSON text) and inserted column-oriented into
+``ingest_events``; materialized views parse ``data`` and route rows in ClickHouse. Every
 table is keyed by the record id (incidents by id + revision), so a batch inserted twice - a
 crash after insert and before the offset commit - collapses on merge, and every query is
 written to be right before the merge. Commit the consumer offsets only after ``flush()``
@@ -25,7 +26,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Union
 
 import msgspec
 import orjson
@@ -38,6 +39,23 @@ log = logging.getLogger("faultline.sinks.writer")
 __all__ = ["SinkWriter", "FlushStats", "alert_row", "incident_rows", "finding_row"]
 
 _enc = msgspec.json.Encoder()
+
+
+class _Envelope(msgspec.Struct):
+    """The envelope only; ``data`` stays raw JSON (ClickHouse parses it in the views)."""
+
+    id: str
+    ts: int
+    kind: str
+    source: str
+    data: msgspec.Raw
+    node: Union[str, None] = None
+    job: Union[str, None] = None
+    tenant: Union[str, None] = None
+
+
+_env_dec = msgspec.json.Decoder(_Envelope)
+_EV_COLS = ("id", "ts", "kind", "source", "node", "job", "tenant", "data")
 
 
 @dataclass
@@ -112,7 +130,8 @@ class SinkWriter:
         self.max_rows = max_rows
         self.max_delay_s = max_delay_s
         self._lock = threading.Lock()
-        self._events: list[bytes] = []
+        self._ev: dict[str, list[Any]] = {c: [] for c in _EV_COLS}
+        self._n_ev = 0
         self._alerts: list[dict[str, Any]] = []
         self._incidents: list[dict[str, Any]] = []
         self._evidence: list[dict[str, Any]] = []
@@ -128,23 +147,53 @@ class SinkWriter:
         self._n += n
 
     def add_raw(self, raw: bytes | bytearray | memoryview | str) -> None:
-        """One contract event as its JSON bytes (validate with ``schemas.decode`` upstream)."""
-        b = raw.encode() if isinstance(raw, str) else bytes(raw)
-        if b"\n" in b or b"\r" in b:  # JSONEachRow needs one line per row
-            b = orjson.dumps(orjson.loads(b))
-        with self._lock:
-            self._events.append(b)
-            self._added()
+        """One contract event as its JSON bytes (validate with ``schemas.decode`` upstream;
+        this only splits the envelope, and raises ``ValueError`` on non-JSON)."""
+        try:
+            e = _env_dec.decode(raw)
+        except msgspec.DecodeError as err:
+            raise ValueError(f"not a contract event envelope: {err}") from None
+        self._append(e.id, e.ts, e.kind, e.source, e.node, e.job, e.tenant, bytes(e.data).decode())
 
     def add_raws(self, raws: Iterable[bytes]) -> None:
-        for r in raws:
-            self.add_raw(r)
+        dec = _env_dec.decode
+        with self._lock:
+            c = self._ev
+            ids, tss, kinds, srcs, nodes, jobs, tens, datas = (c[k] for k in _EV_COLS)
+            n = 0
+            for raw in raws:
+                try:
+                    e = dec(raw)
+                except msgspec.DecodeError as err:
+                    raise ValueError(f"not a contract event envelope: {err}") from None
+                ids.append(e.id)
+                tss.append(e.ts)
+                kinds.append(e.kind)
+                srcs.append(e.source)
+                nodes.append(e.node or "")
+                jobs.append(e.job or "")
+                tens.append(e.tenant or "")
+                datas.append(bytes(e.data).decode())
+                n += 1
+            self._n_ev += n
+            self._added(n)
 
     def add_event(self, ev: Any) -> None:
         """A decoded contract event (``schemas.Event``)."""
-        b = _enc.encode(ev)
+        self._append(ev.id, ev.ts, ev.kind, ev.source, ev.node, ev.job, ev.tenant, _enc.encode(ev.data).decode())
+
+    def _append(self, id: str, ts: int, kind: str, source: str, node: Any, job: Any, tenant: Any, data: str) -> None:
         with self._lock:
-            self._events.append(b)
+            c = self._ev
+            c["id"].append(id)
+            c["ts"].append(ts)
+            c["kind"].append(kind)
+            c["source"].append(source)
+            c["node"].append(node or "")
+            c["job"].append(job or "")
+            c["tenant"].append(tenant or "")
+            c["data"].append(data)
+            self._n_ev += 1
             self._added()
 
     def add_alert(self, a: Alert) -> None:
@@ -193,7 +242,7 @@ class SinkWriter:
         """Insert everything buffered (blocking). On error the batch stays buffered and the
         error propagates: retrying is safe, rows are idempotent by id."""
         with self._lock:
-            events, alerts, incidents = self._events, self._alerts, self._incidents
+            n_ev, alerts, incidents = self._n_ev, self._alerts, self._incidents
             evidence, findings = self._evidence, self._findings
             if not self._n:
                 return FlushStats()
@@ -201,9 +250,10 @@ class SinkWriter:
             st = self.store
             # outputs first is arbitrary; each insert is idempotent, so a failure midway
             # and a retry of the whole batch leaves no duplicates behind in query results
-            if events:
-                st.insert_json("ingest_events", b"\n".join(events))
-                self._events = []
+            if n_ev:
+                st.insert_columns("ingest_events", self._ev)
+                self._ev = {c: [] for c in _EV_COLS}
+                self._n_ev = 0
             if alerts:
                 st.insert("alerts", alerts)
                 self._alerts = []
@@ -216,7 +266,7 @@ class SinkWriter:
             if findings:
                 st.insert("findings", findings)
                 self._findings = []
-            stats = FlushStats(len(events), len(alerts), len(incidents), len(evidence), len(findings),
+            stats = FlushStats(n_ev, len(alerts), len(incidents), len(evidence), len(findings),
                                time.perf_counter() - t0)
             self._n = 0
             self.totals += stats

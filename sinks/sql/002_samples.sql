@@ -9,8 +9,11 @@
 --
 -- ORDER BY (metric, node, subject, ts): queries read one metric for a node/subject over a
 -- time range ("temp_c of gpu:n1/3 last 6 h", "in_errors of port:leaf-03/Eth1/7"), so the
--- primary index narrows to a few granules; event_id last makes a re-delivered event collapse
--- (ReplacingMergeTree). Daily partitions + 30-day TTL dropping whole parts, as for raw events.
+-- primary index narrows to a few granules; event_key last makes a re-delivered event collapse
+-- (ReplacingMergeTree). event_key = cityHash64(event id): 8 bytes instead of a 26-40 byte
+-- string in the sort of every insert (bench/sink.py: the samples view is the ingest hot
+-- spot); find the source event with `WHERE cityHash64(id) = event_key`.
+-- Daily partitions + 30-day TTL dropping whole parts, as for raw events.
 
 CREATE TABLE IF NOT EXISTS samples
 (
@@ -19,16 +22,17 @@ CREATE TABLE IF NOT EXISTS samples
     subject LowCardinality(String),
     metric LowCardinality(String),
     value Float64 CODEC(Gorilla, ZSTD(1)),
-    event_id String
+    event_key UInt64
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(ts)
-ORDER BY (metric, node, subject, ts, event_id)
+ORDER BY (metric, node, subject, ts, event_key)
 TTL toDateTime(ts) + INTERVAL 30 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
 -- Numeric fields of gpu.sample, net.port, storage.sample and runtime.progress: every key whose
--- raw JSON value is a number, except the identifying ones (gpu index, port, rank).
+-- JSON value is a number (strings, lists and nulls extract as NULL and are dropped), except
+-- the identifying ones (gpu index, port, rank).
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_samples_fields TO samples AS
 SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts,
        ifNull(node, '') AS node,
@@ -37,12 +41,12 @@ SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts,
                kind = 'storage.sample', concat('path:', JSONExtractString(data, 'path')),
                concat('job:', ifNull(job, ''))) AS subject,
        kv.1 AS metric,
-       toFloat64OrZero(kv.2) AS value,
-       id AS event_id
+       assumeNotNull(kv.2) AS value,
+       cityHash64(id) AS event_key
 FROM ingest_events
-ARRAY JOIN JSONExtractKeysAndValuesRaw(data) AS kv
+ARRAY JOIN JSONExtractKeysAndValues(data, 'Nullable(Float64)') AS kv
 WHERE kind IN ('gpu.sample', 'net.port', 'storage.sample', 'runtime.progress')
-  AND match(kv.2, '^-?[0-9]')
+  AND kv.2 IS NOT NULL
   AND kv.1 NOT IN ('gpu', 'port', 'rank');
 
 -- net.rdma: the open-ended counter object (names as /sys/class/infiniband exposes them,
@@ -53,7 +57,7 @@ SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts,
        concat('port:', JSONExtractString(data, 'device'), '/', toString(JSONExtractInt(data, 'port'))) AS subject,
        kv.1 AS metric,
        toFloat64(kv.2) AS value,
-       id AS event_id
+       cityHash64(id) AS event_key
 FROM ingest_events
 ARRAY JOIN JSONExtractKeysAndValues(data, 'counters', 'Int64') AS kv
 WHERE kind = 'net.rdma';
@@ -65,26 +69,28 @@ SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts,
        concat('sensor:', ifNull(node, ''), '/', JSONExtractString(data, 'sensor')) AS subject,
        JSONExtractString(data, 'type') AS metric,
        JSONExtractFloat(data, 'value') AS value,
-       id AS event_id
+       cityHash64(id) AS event_key
 FROM ingest_events
 WHERE kind = 'hw.sensor' AND JSONType(data, 'value') IN ('Double', 'Int64', 'UInt64');
 
--- Hourly rollup (AggregatingMergeTree): dashboards over weeks read ~3600x fewer rows.
--- min/max/last are insensitive to re-delivered rows; the row count is uniq(event_id) so a
--- duplicate does not inflate it either. avg weights a re-delivered sample twice until the
--- raw table has merged; query `samples FINAL` when the exact mean matters.
--- For cumulative counters, max - min within the hour is the hour's growth (resets aside).
+-- Hourly rollup (AggregatingMergeTree with SimpleAggregateFunction columns: plain values,
+-- no serialized states, so the view costs little at insert; bench/sink.py measured
+-- uniq/argMax states at 2-3x the cost of the whole rest of the ingest).
+-- Dashboards over weeks read ~360x fewer rows (one sample every 10 s).
+-- min/max are insensitive to re-delivered rows; n and sum count a re-delivered sample twice
+-- (the rollup has no event key): use them for averages and volumes, and read `samples
+-- FINAL` where an exact count matters. For cumulative counters, max - min within an hour is
+-- the hour's growth (resets aside).
 CREATE TABLE IF NOT EXISTS samples_hourly
 (
     hour DateTime('UTC'),
     node LowCardinality(String),
     subject LowCardinality(String),
     metric LowCardinality(String),
-    min_value AggregateFunction(min, Float64),
-    max_value AggregateFunction(max, Float64),
-    avg_value AggregateFunction(avg, Float64),
-    last_value AggregateFunction(argMax, Float64, DateTime64(3, 'UTC')),
-    n AggregateFunction(uniq, String)
+    min_value SimpleAggregateFunction(min, Float64),
+    max_value SimpleAggregateFunction(max, Float64),
+    sum_value SimpleAggregateFunction(sum, Float64),
+    n SimpleAggregateFunction(sum, UInt64)
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(hour)
@@ -93,8 +99,7 @@ TTL hour + INTERVAL 400 DAY;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_samples_hourly TO samples_hourly AS
 SELECT toStartOfHour(ts) AS hour, node, subject, metric,
-       minState(value) AS min_value, maxState(value) AS max_value, avgState(value) AS avg_value,
-       argMaxState(value, ts) AS last_value, uniqState(event_id) AS n
+       min(value) AS min_value, max(value) AS max_value, sum(value) AS sum_value, count() AS n
 FROM samples
 GROUP BY hour, node, subject, metric;
 
