@@ -245,6 +245,7 @@ class _TargetState:
     trap_seen: dict[int, int] = field(default_factory=dict)                        # ifIndex -> last trap ms
     status: str = "never polled"
     duration_s: float | None = None
+    finished: float | None = None           # time.monotonic() when the last poll ended
 
 
 def _oper(v: int | None) -> str:
@@ -394,11 +395,13 @@ class SnmpCollector(Collector):
                 reason = "timeout" if isinstance(e, asyncio.TimeoutError) or "timeout" in str(e).lower() else str(e)
                 st.status = f"error: {reason}"
                 st.duration_s = time.perf_counter() - t0
+                st.finished = time.monotonic()
                 log.warning("snmp poll of %s (%s:%s) failed after %.1f s: %s", t.name, t.host, t.port,
                             st.duration_s, reason, extra={"collector": NAME, "switch": t.name})
                 return []
         polled = now_ms()
         st.duration_s = time.perf_counter() - t0
+        st.finished = time.monotonic()
         st.status = "ok"
         return self._events(t, st, uptime, rows, polled)
 
