@@ -109,7 +109,6 @@ class SpoolingPublisher:
         self._rseg = 0
         self._roff = 0
         self._wake = asyncio.Event()
-        self._idle = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
 
@@ -180,7 +179,6 @@ class SpoolingPublisher:
         if len(self._buf) >= 256 * 1024:
             self._write_out()
         self._wake.set()
-        self._idle.clear()
 
     async def send(self, ev: Envelope) -> None:
         await self.send_raw(topic_for(ev), key_for(ev), encode(ev), ev.ts)
@@ -195,21 +193,23 @@ class SpoolingPublisher:
         self._write_out()
         if n:
             self._wake.set()
-            self._idle.clear()
         return n
 
-    async def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait until everything spooled so far is acknowledged by the broker; with
-        ``timeout_s``, give up after that long (events stay spooled). True when drained."""
+    async def flush(self, timeout_s: float | None = 10.0) -> bool:
+        """Wait until everything spooled so far is acknowledged by the broker, at most
+        ``timeout_s`` seconds (None: no limit). True when drained; False when the broker did
+        not take it all in time (the rest stays spooled and is sent later)."""
         self._write_out()
-        if self._caught_up():
-            return True
         self._wake.set()
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            return False
-        return self._caught_up()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
+        while not self._caught_up():
+            if self._task is None or self._task.done():
+                return False
+            if deadline is not None and loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
 
     @property
     def sent(self) -> int:
@@ -361,7 +361,6 @@ class SpoolingPublisher:
             self._write_out()
             batch = self._read_batch()
             if not batch:
-                self._idle.set()
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -405,7 +404,5 @@ class SpoolingPublisher:
                             extra={"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()})
             self.connected = False
             await self._close_producer()
-            self._idle.set()  # flush() waiters: nothing more happens until the broker returns
             await asyncio.sleep(backoff)
-            self._idle.clear()
             backoff = min(self.retry_max_s, backoff * 2)
