@@ -34,7 +34,12 @@ _encoder = msgspec.json.Encoder()
 
 def _path_of(msg: str) -> str | None:
     i = msg.rfind(" - at `")
-    return msg[i + 7 : -1] if i >= 0 else None
+    at = msg[i + 7 : -1] if i >= 0 else None
+    if msg.startswith("Object missing required field `"):
+        # the path of the missing field itself, not of the object that lacks it
+        name = msg[31 : msg.index("`", 31)]
+        return f"{at or '$'}.{name}"
+    return at
 
 
 def now_ms() -> int:
@@ -47,6 +52,11 @@ def decode(raw: bytes | bytearray | memoryview | str, *, now: int | None = None)
     ``now`` (epoch ms) is the clock the "no more than 24 h in the future" rule uses;
     pass it once per batch on hot paths.
     """
+    if isinstance(raw, str):
+        try:
+            raw = raw.encode()
+        except UnicodeEncodeError as e:
+            raise ContractError(f"not valid JSON: not encodable as UTF-8 ({e.reason} at character {e.start})") from None
     if len(raw) > MAX_EVENT_BYTES:
         raise ContractError(f"event is {len(raw)} bytes, larger than the {MAX_EVENT_BYTES}-byte limit")
     try:
