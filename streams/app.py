@@ -30,14 +30,15 @@ VIEW_MODULES: tuple[str, ...] = ("faultline.sinks.api", "faultline.streams.web")
 def default_app_id(settings: Settings) -> str:
     """The Faust app id (consumer group and changelog topic prefix).
 
-    ``settings.extra['app_id']`` wins; otherwise derived from the topic prefix, so a side
-    pipeline (or a test) with its own prefix never shares consumer groups or changelogs.
+    ``settings.extra['app_id']`` wins; otherwise ``<topic prefix>faultline``, so a side
+    pipeline (or a test) with its own prefix never shares consumer groups or changelogs, and
+    its changelog topics (``<app id>-<table>-changelog``) carry the prefix too.
     """
     explicit = settings.extra.get("app_id")
     if explicit:
         return str(explicit)
-    prefix = re.sub(r"[^A-Za-z0-9_.-]", "_", settings.topic_prefix).strip("._-")
-    return f"faultline-{prefix}" if prefix else "faultline"
+    prefix = re.sub(r"[^A-Za-z0-9_.-]", "_", settings.topic_prefix)
+    return f"{prefix}faultline"
 
 
 def broker_urls(bootstrap: str) -> list[str]:

@@ -917,6 +917,7 @@ class FindingsRunner:
         self.settle_ms = settle_ms
         self._buf: list[tuple[int, str, Any]] = []
         self._next: int | None = None
+        self._done = -(1 << 62)                 # last evaluated boundary
         self.findings: dict[str, Finding] = {}  # latest emission per id
 
     def process(self, batch: Iterable[Any], outputs: Iterable[Any] = ()) -> list[Any]:
@@ -960,11 +961,14 @@ class FindingsRunner:
     def _after(self, out: list[Any], wm: int, final: int | None = None) -> list[Any]:
         tr = self.tracker
         res = list(out)
+        late = False
         for o in out:
             if isinstance(o, Incident):
                 tr.on_incident(o)
+                late = late or o.failure_ts < self._done
             elif isinstance(o, Alert):
                 tr.on_alert(o)
+                late = late or o.ts < self._done
         self._buf.sort(key=lambda x: (x[0], x[1]))
         limit = wm if final is None else (1 << 62)
         if self._next is None and self._buf:
@@ -979,10 +983,17 @@ class FindingsRunner:
                 i += 1
             if nb is not None and nb + self.settle_ms <= limit and (final is None or nb <= final):
                 res.extend(self._emit(*tr.evaluate_with_alerts(nb)))
+                self._done = nb
+                late = False
                 self._next = nb + self.step_ms
                 continue
             break
         del buf[:i]
+        if late and final is None:
+            # incidents/alerts from before the last evaluated boundary arrived after it (the
+            # stream's correlation lags in wall-clock time): re-test at that boundary now
+            # rather than waiting for event time to reach the next one
+            res.extend(self._emit(*tr.evaluate_with_alerts(self._done)))
         if final is not None:
             res.extend(self._emit(*tr.evaluate_with_alerts(max(final, tr.now))))
         return res
