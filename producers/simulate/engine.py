@@ -201,13 +201,12 @@ class Simulation:
         out.sort(key=lambda x: x[0])
         return out
 
-    def _merged(self) -> Iterator[tuple[int, dict]]:
+    def _discrete(self) -> Iterator[tuple[int, dict]]:
+        """Inventory, plan events and job timelines merged in ts order (attempts activated lazily)."""
         plan = self.plan
-        tel = Telemetry(plan.cluster, node_allocs(plan), plan.ov, plan.t0, plan.t_end, self.seed, self.o.intervals)
         atts = sorted((a for a in plan.attempts if a.pending_ts < plan.t_end), key=lambda a: (a.pending_ts, a.job.id, a.n))
         sources: list[tuple[int, object]] = [(plan.t0, lambda: iter(self._inventory())),
-                                             (plan.t0, lambda: iter(plan.events)),
-                                             (plan.t0, tel.iter)]
+                                             (plan.t0, lambda: iter(plan.events))]
         sources += [(a.pending_ts, (lambda a=a: iter(self._attempt_events(a)))) for a in atts]
         sources.sort(key=lambda s: s[0])
         heap: list = []
@@ -231,16 +230,42 @@ class Simulation:
                 heapq.heappush(heap, (nxt[0], cnt, nxt[1], it))
                 cnt += 1
 
+    def _merged(self) -> Iterator[tuple[int, dict]]:
+        """Everything in ts order: each simulated second's telemetry batch plus the discrete
+        events of that second, sorted together (stable, telemetry first on ties)."""
+        plan = self.plan
+        tel = Telemetry(plan.cluster, node_allocs(plan), plan.ov, plan.t0, plan.t_end, self.seed, self.o.intervals)
+        disc = self._discrete()
+        pend = next(disc, None)
+        key = _ts_key
+        for base, batch in tel.batches():
+            lim = base + 1000
+            while pend is not None and pend[0] < lim:
+                batch.append(pend)
+                pend = next(disc, None)
+            batch.sort(key=key)
+            yield from batch
+        while pend is not None:
+            if pend[0] < plan.t_end:
+                yield pend
+            pend = next(disc, None)
+
     # ------------------------------------------------------------ output
     def records(self) -> Iterator[dict]:
         """Contract events as dicts, in delivery order (no malformed lines, no duplicates)."""
         counter = 0
-        tag = self.tag
-        for _, ev in self._merged():
-            counter += 1
-            ev["id"] = f"sim-{tag}-{counter:010x}"
-            self.counts[ev["kind"]] += 1
-            yield ev
+        prefix = f"sim-{self.tag}-"
+        counts: dict[str, int] = {}
+        get = counts.get
+        try:
+            for _, ev in self._merged():
+                counter += 1
+                ev["id"] = f"{prefix}{counter:010x}"
+                k = ev["kind"]
+                counts[k] = get(k, 0) + 1
+                yield ev
+        finally:
+            self.counts.update(counts)
         self.done = True
 
     def lines(self) -> Iterator[bytes]:
@@ -303,6 +328,10 @@ class Simulation:
             if getattr(self, "skew", None):
                 out["clock_skew_ms"] = self.skew
         return out
+
+
+def _ts_key(x: tuple[int, dict]) -> int:
+    return x[0]
 
 
 def _malformed(r: random.Random, ev: dict) -> bytes:

@@ -593,6 +593,14 @@ def f_storage_slow(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         att.forced_end = (cancel, "cancelled", 0, 15, None)
         rlog(plan, att, cancel - 200, None, None, "stderr",
              M.slurm_cancelled(att.job.id, plan.name(att.nodes[0]), cancel, ""))
+    att.stall = True
+    if spec.params.get("ramp_ms"):
+        plan.fleet_add("degrading_paths", path)
+    if path == "/ckpt":  # every running job's checkpoints get slower with the backend
+        for other in plan.running_at(t):
+            if other is not att and other.fault is None and not getattr(other, "_ended", False):
+                plan.rebuild(other)
+                sch.reschedule(other)
     label(att, "storage_slow", f"path:{path}", "storage_slow",
           f"{path} latency x{peak:.0f}; checkpoint write hung and the job stalled")
     finish(sch, att, spec)
@@ -737,21 +745,28 @@ def f_driver_xid(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
 
 
 def f_driver_mismatch(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
-    """One node missed the driver upgrade; the first multi-node job that includes it dies at init."""
+    """One node missed the driver upgrade; the first multi-node job that lands on it dies at init.
+
+    The odd node is chosen when that job starts (among its nodes that ran nothing before);
+    the node's inventory is emitted from the final plan, so it shows the old driver from t0.
+    """
     plan = sch.plan
     r = plan.rng
-    odd = spec.params.get("node")
-    if odd is None:
-        odd = r.randrange(len(plan.cluster.nodes))
-    n = plan.cluster.nodes[odd]
-    n.versions["driver"] = "535.161.08"
-    n.versions["cuda"] = "12.2"
     state = {"done": False}
 
     def hook(p: Plan, att: Attempt) -> None:
-        if state["done"] or odd not in att.nodes or len(att.nodes) < 2 or att.start_ts < t:
+        if state["done"] or len(att.nodes) < 2 or att.start_ts < t or att.fault is not None:
+            return
+        used = {i for a in p.attempts if a is not att and a.start_ts is not None for i in a.nodes}
+        fresh = [i for i in att.nodes if i not in used]
+        if not fresh:
             return
         state["done"] = True
+        odd = r.choice(fresh)
+        n = p.cluster.nodes[odd]
+        old = dict(n.versions)
+        n.versions["driver"] = "535.161.08"
+        n.versions["cuda"] = "12.2"
         job = att.job
         ts = att.start_ts + r.randrange(20_000, 60_000)
         crank = att.rank_of(odd, r.randrange(job.gpn))
@@ -761,14 +776,19 @@ def f_driver_mismatch(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         att.init_ms = 10 * 60_000
         cascade_fast(sch, att, ts + 900, crank, None)
         label(att, "driver_software", f"node:{n.name}", "driver_mismatch",
-              f"{n.name} runs driver 535.161.08 (CUDA 12.2) while the rest of the job runs 550.90.07")
+              f"{n.name} runs driver 535.161.08 (CUDA 12.2) while the rest of the job runs {old['driver']}")
         att.fault = spec.kind
         p.rebuild(att)
-        drain(sch, odd, att.end_ts + r.randrange(10, 30) * MIN, "driver version mismatch (535.161.08)",
-              r.randrange(30, 90) * MIN)
+        dts = att.end_ts + r.randrange(10, 30) * MIN
+        repair = r.randrange(30, 90) * MIN
+        drain(sch, odd, dts, "driver version mismatch (535.161.08)", repair)
+        fix = dts + repair - 6 * MIN
+        for comp, frm, to in (("driver", "535.161.08", old["driver"]), ("cuda", "12.2", old["cuda"])):
+            p.add(fix, mk(fix, "inventory.change", "ansible@deploy-1", {"component": comp, "from": frm, "to": to,
+                                                                        "actor": "ansible", "ticket": None}, node=n.name))
+        p.decoys.append({"kind": "version_drift", "node": n.name, "component": "driver", "version": "535.161.08"})
 
     plan.start_hooks.append(hook)
-    plan.notes.append(f"driver mismatch on {n.name}")
     return True
 
 
@@ -853,6 +873,15 @@ def f_bad_image(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
                 job.image = new
 
     sch.push(t + 1, "call", retag)
+    from .plan import new_job
+
+    def submit_new(ts: int) -> None:
+        job = new_job(plan, ts, image=new, user=r.choice((("alice", "team-llm"), ("bob", "team-llm"), ("gita", "team-llm"))),
+                      n_nodes=r.choice((1, 1, 2, 2, 4)), cancel=False)
+        sch._submit(job, ts)
+
+    for _ in range(spec.params.get("new_jobs", r.randrange(3, 6))):
+        sch.push(t + r.randrange(2, 60) * MIN, "call", submit_new)
 
     def hook(p: Plan, att: Attempt) -> None:
         if att.job.image != new and not (att.job.submit_ts >= t and att.job.image == old):
@@ -934,6 +963,7 @@ def f_unknown(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     if r.random() < 0.6:
         cancel = t + r.randrange(30, 80) * MIN
         att.forced_end = (cancel, "cancelled", 0, 15, None)
+    att.stall = True
     label(att, "unknown", f"job:{att.job.id}", "unknown", "job stopped making progress; no layer shows a cause")
     finish(sch, att, spec)
     return True

@@ -51,6 +51,8 @@ class Attempt:
     start_ts: int | None = None
     nodes: list[int] = field(default_factory=list)
     init_ms: int = 90_000
+    start_step: int = 0                 # resumed from this checkpoint step
+    stall: bool = False                 # the fault stalls the job (failure_ts = last progress)
     # ---- modifiers set by faults
     slow: list[tuple[int, float]] = field(default_factory=list)   # from ts on, step time x factor
     halt_ts: int | None = None          # progress stops here (crash or hang)
@@ -86,7 +88,7 @@ class Attempt:
                 f = fac
         return f
 
-    def build(self, window_end: int, rng_seed: int) -> None:
+    def build(self, window_end: int, rng_seed: int, ckpt_factor=None) -> None:
         """Expand the attempt into progress/checkpoint timestamps and its end."""
         job = self.job
         rng = random.Random(rng_seed)
@@ -96,7 +98,7 @@ class Attempt:
         self.ckpt_fail_ts = None
         assert self.start_ts is not None
         t = self.start_ts + self.init_ms
-        step = 0
+        step = self.start_step
         limit_ts = self.start_ts + job.time_limit_s * MS
         cancel_ts = self.start_ts + int(job.user_cancel_after_s * MS) if job.user_cancel_after_s else None
         hard_stops = [limit_ts, window_end]
@@ -107,8 +109,8 @@ class Attempt:
         stop = min(hard_stops)
         if self.halt_ts is not None:
             stop = min(stop, self.halt_ts)
-        next_hb = job.hb_steps
-        next_ck = job.ckpt_every
+        next_hb = (step // job.hb_steps + 1) * job.hb_steps
+        next_ck = (step // job.ckpt_every + 1) * job.ckpt_every
         completed_ts = None
         end_after_ckpt_fail = None
         while True:
@@ -134,6 +136,8 @@ class Attempt:
                     break
                 bw = rng.uniform(4e9, 9e9)  # aggregate bytes/s to /ckpt
                 dur = job.ckpt_bytes / bw
+                if ckpt_factor is not None:
+                    dur *= ckpt_factor(t)
                 if self.ckpt_fail_after is not None and t >= self.ckpt_fail_after:
                     self.ckpts.append((t, "started", step, None, None, None))
                     ft = t + int(self.ckpt_fail_after_s * MS)
@@ -169,6 +173,13 @@ class Attempt:
 
     def _end(self, ts: int, state: str, code: int | None, sig: int | None, reason: str | None) -> None:
         self.end_ts, self.end_state, self.exit_code, self.signal, self.reason = ts, state, code, sig, reason
+
+    def last_progress_event_ts(self) -> int | None:
+        """ts of the last runtime.progress event from any rank (per-node leaders are 3 ms apart)."""
+        if not self.progress:
+            return None
+        extra = 3 * (len(self.nodes) - 1) if self.job.per_node_progress else 0
+        return self.progress[-1][0] + extra
 
     # ---- helpers for faults
     def last_progress_before(self, t: int) -> tuple[int, int, float] | None:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .cluster import Cluster, build_cluster
 from .jobs import MS, Attempt, Job
-from .overlays import INF, Overlays
+from .overlays import INF, Overlays, ramp
 
 INTERRUPTION_STATES = frozenset({"failed", "node_fail", "timeout", "out_of_memory", "preempted"})
 STALL_THRESHOLD_S = 600
@@ -88,8 +88,17 @@ class Plan:
         if value not in lst:
             lst.append(value)
 
+    def ckpt_factor(self, t: int) -> float:
+        """How much slower checkpoint writes are at ``t`` (fleet-wide /ckpt latency overlays)."""
+        f = 1.0
+        for a, b, eff in self.ov.storage.get("/ckpt", ()):
+            if a <= t < b and eff.get("nodes") is None and "lat_mult" in eff:
+                f = max(f, ramp(eff["lat_mult"], t, a, b) ** 0.5)
+        return f
+
     def rebuild(self, att: Attempt) -> None:
-        att.build(self.t_end, self.seed_for("att", att.job.id, att.n))
+        att.build(self.t_end, self.seed_for("att", att.job.id, att.n),
+                  self.ckpt_factor if "/ckpt" in self.ov.storage else None)
         if hasattr(att, "_ckwin"):
             del att._ckwin
 
@@ -140,15 +149,6 @@ def new_job(plan: Plan, submit_ts: int, *, n_nodes: int | None = None, duration_
     return job
 
 
-def submit(plan: Plan, q: list, job: Job, ts: int, n: int = 0, reason: str = "Priority") -> Attempt:
-    att = Attempt(job=job, n=n, pending_ts=ts, pending_reason=reason,
-                  init_ms=plan.rng.randrange(45_000, 240_000))
-    job.attempts.append(att)
-    plan.attempts.append(att)
-    heapq.heappush(q, (ts, 1, id(att), "submit", att))
-    return att
-
-
 # ------------------------------------------------------------------ scheduler
 class Scheduler:
     """Event-driven FIFO+backfill allocator over the window, with fault hooks."""
@@ -173,6 +173,9 @@ class Scheduler:
         p = self.plan
         r = p.rng
         n = len(p.cluster.nodes)
+        for f in self.faults:  # faults present from the start (e.g. a node that missed an upgrade)
+            if f.at[1] <= 0:
+                self.lib[f.kind](self, f, p.t0)
         # initial fill (jobs already queued at t0) and a diurnal arrival process
         used = 0
         t = p.t0 + 5_000
@@ -192,6 +195,8 @@ class Scheduler:
             self._submit(new_job(p, ta), ta)
         for f in self.faults:
             a, b = f.at
+            if b <= 0:
+                continue
             ts = p.t0 + int((p.t_end - p.t0) * r.uniform(a, b))
             self.push(ts, "fault", f, prio=0)
         del window_h
@@ -275,6 +280,8 @@ class Scheduler:
             nxt = self._submit(job, ts + delay, att.n + 1,
                                "BeginTime" if att.end_state in ("node_fail", "preempted") else "Priority")
             nxt.avoid = tuple(i for i in att.nodes if i in self.plan.drained)
+            ck = att.last_ckpt_succeeded(ts)
+            nxt.start_step = ck[2] if ck else att.start_step
             if getattr(att, "retry_same_nodes", False):
                 nxt.prefer = list(att.nodes)
 
@@ -309,8 +316,8 @@ def build_labels(plan: Plan) -> dict:
                 raise AssertionError(f"unlabelled interruption job {att.job.id}/{att.n} {st}")
             healthy.append({"job": att.job.id, "attempt": att.n, "state": st})
             continue
-        last_prog = att.progress[-1][0] if att.progress else None
-        stalled = st not in INTERRUPTION_STATES
+        last_prog = att.last_progress_event_ts()
+        stalled = att.stall or st not in INTERRUPTION_STATES
         if stalled:
             failure_ts = last_prog if last_prog is not None else att.start_ts
         else:

@@ -83,7 +83,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("driver-mismatch", "one node missed the driver upgrade; the job that lands on it dies at init",
              "an inconsistent fleet: one node on driver 535 (CUDA 12.2) among 550s; ranks on it print "
              "'The NVIDIA driver on your system is too old'",
-             (F("driver_mismatch", 0.0, 0.01),)),
+             (F("driver_mismatch", 0.0, 0.0),)),
     Scenario("change-regression", "a rolling driver/NCCL/kernel upgrade breaks jobs on upgraded nodes",
              "a version rollout (inventory.change) after which several jobs that start on upgraded nodes fail "
              "(illegal memory access + Xid 13/31, NCCL init errors or hangs, segfaults)",

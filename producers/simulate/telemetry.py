@@ -160,6 +160,11 @@ class Telemetry:
 
     # ------------------------------------------------------------ main loop
     def iter(self) -> Iterator[tuple[int, dict]]:
+        for _, batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[tuple[int, list[tuple[int, dict]]]]:
+        """``(second start ts, unsorted events of that second)`` for every simulated second."""
         t0 = self.t0
         n_sec = (self.t_end - t0) // MS
         iv = self.iv
@@ -173,8 +178,7 @@ class Telemetry:
             self._rdma_s(batch, self.b_rdma[s % iv.net_rdma], base, iv.net_rdma)
             self._storage(batch, self.b_sto[s % iv.storage], base, iv.storage)
             self._mount(batch, self.b_mnt[s % iv.mount], base, s < iv.mount)
-            batch.sort(key=lambda x: x[0])
-            yield from batch
+            yield base, batch
 
     # ------------------------------------------------------------ node helpers
     def _node_down(self, node: int, t: int) -> bool:
