@@ -38,6 +38,9 @@ CODE_EXCEPTIONS = frozenset({
 })
 # signatures that report an application-side error (for the echo rule)
 APP_ERROR_SIGS = frozenset({"python_traceback", "segfault", "cuda_illegal_address", "cuda_oom"})
+# stack components a training job runs on (a change of BMC firmware rarely breaks one)
+RUNTIME_COMPONENTS = frozenset({"driver", "cuda", "nccl", "image", "framework", "ofed", "kernel",
+                                "container_runtime", "gpu_firmware"})
 SHORT = {"nccl_watchdog_timeout": "nccl_timeout", "elastic_child_failed": "child_failed",
          "python_traceback": "traceback"}
 
@@ -121,6 +124,8 @@ def _component(sig: Signal, rec: AttemptRecord, view: View) -> str:
                         break
             return f"path:{m}" if m else sig.component
         return sig.component
+    if sig.kind == "log:cuda_driver_mismatch":
+        return f"node:{sig.node or (rec.nodes[0] if rec.nodes else '?')}"
     if cat in ("gpu_oom", "gpu_hardware", "gpu_nvlink", "thermal_throttle", "driver_software"):
         node = sig.node or (rec.nodes[0] if rec.nodes else "?")
         g = d.get("gpu")
@@ -131,6 +136,8 @@ def _component(sig: Signal, rec: AttemptRecord, view: View) -> str:
         return f"node:{sig.node or (rec.nodes[0] if rec.nodes else '?')}"
     if cat in ("storage_slow", "storage_unavailable", "storage_full"):
         path = d.get("path")
+        if path is None and sig.kind.startswith("log:"):
+            path = _mount_for_log(sig, rec, view)
         if path is None and sig.node:
             ms = view.mounts.get(sig.node) or []
             path = ms[0].path if len(ms) == 1 else None
@@ -152,6 +159,49 @@ def _component(sig: Signal, rec: AttemptRecord, view: View) -> str:
     return f"job:{rec.job}"
 
 
+def _mount_for_log(sig: Signal, rec: AttemptRecord, view: View) -> str | None:
+    """The mount a kernel storage message is about: by NFS server name, or the only
+    mount of the message's file-system family (Lustre) on the job's nodes."""
+    server = sig.data.get("server")
+    nodes = [sig.node] if sig.node else list(rec.nodes)
+    mounts = [m for n in nodes for m in view.mounts.get(n, ())]
+    if server:
+        hit = sorted({m.path for m in mounts if m.server == server or (m.backend and server in m.backend)})
+        if len(hit) == 1:
+            return hit[0]
+    fam = {"lustre_evicted": "lustre", "nfs_not_responding": "nfs"}.get(sig.data.get("signature", ""))
+    if fam:
+        hit = sorted({m.path for m in mounts if fam in (m.backend or "").lower()})
+        if len(hit) == 1:
+            return hit[0]
+    return None
+
+
+# exception classes that point at the environment, not the user's code
+_ENV_EXC = ("OSError", "IOError", "TimeoutError", "ConnectionError", "BrokenPipeError", "DistBackendError",
+            "OutOfMemoryError", "MemoryError", "PermissionError", "BlockingIOError", "ChildProcessError")
+_ENV_WORDS = ("CUDA", "cuda", "NCCL", "nccl", "device", "memory", "driver", "ECC", "NVLink", "timed out", "Errno")
+
+
+def _is_app_code(sig: Signal | None) -> bool:
+    """True when the job's first error is a user-code bug (a shape mismatch, a KeyError,
+    an illegal address in its own kernel), not a report of the environment failing."""
+    if sig is None:
+        return False
+    name = sig.data.get("signature")
+    if name == "cuda_illegal_address":
+        return True
+    if name != "python_traceback":
+        return False
+    exc = (sig.data.get("exception") or "").rsplit(".", 1)[-1]
+    if not exc or exc in _ENV_EXC:
+        return False
+    detail = sig.data.get("detail") or ""
+    if exc == "RuntimeError" and any(w in detail for w in _ENV_WORDS):
+        return False
+    return True
+
+
 def _symptom(rec: AttemptRecord, job_sigs: list[Signal], state: str, stalled_for: int | None) -> tuple[str, Signal | None]:
     """What the job died of, as the job saw it: the first error it printed."""
     best: Signal | None = None
@@ -162,7 +212,8 @@ def _symptom(rec: AttemptRecord, job_sigs: list[Signal], state: str, stalled_for
         role = s.data.get("role")
         if role not in ("cause", "symptom", "weak"):
             continue
-        key = (s.ts, s.data.get("rank") if s.data.get("rank") is not None else 1 << 30, s.id)
+        key = (s.data.get("stream") in ("kernel", "container"), s.ts,
+               s.data.get("rank") if s.data.get("rank") is not None else 1 << 30, s.id)
         if best_key is None or key < best_key:
             best, best_key = s, key
     if best is not None:
@@ -185,7 +236,8 @@ def _symptom(rec: AttemptRecord, job_sigs: list[Signal], state: str, stalled_for
 def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signals: Iterable[Signal],
               view: View, covered_layers: Iterable[str], cfg: CorrelateConfig = CorrelateConfig(), *,
               cutoff: int, failure_ts: int, state: str, stalled: bool = False, retry: Retry | None = None,
-              change_failures: Callable[[str, int], int] | None = None, revision: int = 1) -> Incident:
+              change_failures: Callable[[str, int], int] | None = None, revision: int = 1,
+              prev_image: str | None = None) -> Incident:
     """Explain one interrupted attempt. Pure: the result depends on the arguments only
     (signal lists are de-duplicated by id and sorted, so their order does not matter)."""
     start = rec.started()
@@ -209,6 +261,17 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     first_app_any = min((s.ts for s in app_errs), default=None)
 
     stragglers = {s.node for s in job_sigs if s.kind == "straggler" and s.node}
+    slowed = any(s.kind == "slowdown" for s in job_sigs) or state == "timeout"
+    # job-side signs that storage was in the way: an I/O error, a failed checkpoint, a hang
+    storage_hit = stalled or state == "timeout" or any(
+        (s.layer == "storage" and s.kind.startswith("log:")) or s.kind in ("checkpoint_failed", "log:hung_task")
+        for s in job_sigs)
+    app_code = _is_app_code(sym_sig)
+    app_node, app_ts = (sym_sig.node, sym_sig.ts) if app_code and sym_sig is not None else (None, None)
+    # nodes that really went away (the scheduler says so, or the job ended NODE_FAIL)
+    dead_nodes = {s.node for s in sigs if s.kind == "node_down"}
+    if state == "node_fail":
+        dead_nodes |= {s.data.get("failed_node") for s in job_sigs if s.data.get("failed_node")}
 
     cands: dict[tuple[str, str], _Cand] = {}
     for s in sigs:
@@ -216,25 +279,37 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if cat is None or s.score <= 0:
             continue
         score = s.score
-        if s.kind == "xid":
+        kind = s.kind
+        if kind == "xid":
             app_t = first_app.get(s.node, first_app_any if s.node is None else None)
             if app_t is not None and s.ts >= app_t and (s.data.get("app_induced") or not s.data.get("fatal")):
                 continue  # echo of the application's own error
-        if s.kind == "thermal_throttle":
-            score = 0.7 if s.node in stragglers else score
-        if s.kind.startswith("log:") and s.data.get("role") == "weak":
+        if kind.startswith("log:") and s.data.get("role") == "weak":
             continue  # application evidence: judged below
-        if s.kind == "log:xid":
+        if kind == "log:xid":
             continue
-        # time: after the failure -> consequence; long before -> decays
+        if kind == "thermal_throttle" and (s.node in stragglers or slowed):
+            score = 0.7  # throttling that slowed the job down
+        if cat in ("storage_slow", "storage_unavailable", "storage_full") and not storage_hit \
+                and not (kind.startswith("log:") or kind == "checkpoint_failed"):
+            score *= 0.4  # a storage alarm the job never felt
+        if cat == "node_hardware" and kind in ("bmc_sel", "bmc_sensor"):
+            score = min(0.95, score + 0.3) if s.node in dead_nodes else min(score, 0.45)
+        # time: after the failure -> consequence; long before -> decays (not for lasting conditions)
         if s.ts > failure_ts + cfg.post_grace_ms:
             score *= 0.5
-        else:
+        elif kind not in ("thermal_throttle", "storage_slow", "storage_full", "mount_stale", "mount_missing",
+                          "mount_readonly", "mount_full"):
             age = failure_ts - s.ts
             if age > 0:
                 score *= 1.0 - 0.4 * min(1.0, age / cfg.decay_ms)
         if sym_cat is not None and cat == sym_cat:
             score = min(0.99, score + 0.1)
+        if app_code:
+            # a code bug is not explained by infrastructure unless a hard fault hit the
+            # erroring rank's own node before the error
+            if not (score >= 0.8 and s.node == app_node and app_ts is not None and s.ts <= app_ts):
+                score *= 0.4
         comp = _component(s, rec, view)
         key = (cat, comp)
         c = cands.get(key)
@@ -275,7 +350,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             continue
         comp = f"version:{ch.component}={ch.to}"
         prior = change_failures(comp, failure_ts) if change_failures else 0
-        score = 0.45 + min(0.35, 0.15 * prior)
+        base = 0.45 if ch.component in RUNTIME_COMPONENTS else 0.25
+        score = base + min(0.3, 0.15 * prior)
         key = ("change_regression", comp)
         c = cands.get(key)
         if c is None:
@@ -283,13 +359,14 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                                    ch.ts, f"{ch.component} changed {ch.from_ or '?'} -> {ch.to} on {ch.node}"
                                    + (f"; {prior} earlier failure(s) since" if prior else ""))
         c.score = max(c.score, score)
-    if rec.image and change_failures:
+    if rec.image and prev_image and prev_image != rec.image:
         comp = f"version:image={rec.image}"
-        prior = change_failures(comp, failure_ts)
-        if prior >= 1 and ("change_regression", comp) not in cands:
+        prior = change_failures(comp, failure_ts) if change_failures else 0
+        if ("change_regression", comp) not in cands:
             cands[("change_regression", comp)] = _Cand(
-                "change_regression", comp, 0.45 + min(0.35, 0.15 * prior), start,
-                f"image {rec.image} is new and {prior} earlier attempt(s) on it failed")
+                "change_regression", comp, 0.45 + min(0.3, 0.15 * prior), start,
+                f"image changed {prev_image} -> {rec.image} since the previous run"
+                + (f"; {prior} other job(s) failed on it" if prior else ""))
 
     # ---- scheduler-side endings
     if state == "preempted":
@@ -313,7 +390,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     # ---- application: only when no infrastructure candidate of weight remains
     infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
     if app_errs or (state == "failed" and not cands):
-        appl_score = 0.6 if code_bug else (0.45 if app_errs else 0.3)
+        appl_score = 0.75 if app_code else (0.6 if code_bug else (0.45 if app_errs else 0.3))
         s0 = (code_bug or app_errs or [None])[0]
         summary = (f"application error: {s0.summary}" if s0 is not None
                    else f"job failed{f' with exit code {rec.exit_code}' if rec.exit_code is not None else ''}; "

@@ -112,7 +112,7 @@ class Engine:
         self._inc_ctx: dict[str, _Pending] = {}
         self._alerts: list[Alert] = []
         self._alert_last: dict[str, int] = {}
-        self._failures: dict[str, list[int]] = {}              # version/image key -> failure ts
+        self._failures: dict[str, list[tuple[int, str]]] = {}  # version key -> (failure ts, job)
         self._out: list[Output] = []
         self._now = now_ms()
         self.errors: list[tuple[int, str]] = []                # (input position, reason), bounded
@@ -411,13 +411,15 @@ class Engine:
         failures = self._failures
 
         def change_failures(key: str, before: int) -> int:
-            return sum(1 for t in failures.get(key, ()) if t < before)
+            """Distinct other jobs that failed on ``key`` before ``before``."""
+            return len({j for t, j in failures.get(key, ()) if t < before and j != p.job})
 
         iid = incident_id(p.job, p.attempt)
         prev = self._incidents.get(iid)
         inc = correlate(rec, job_sigs, rs, self.view, covered, ccfg, cutoff=p.cutoff, failure_ts=p.failure_ts,
                         state=state, stalled=p.stalled, retry=retry, change_failures=change_failures,
-                        revision=prev.revision if prev else 1)
+                        revision=prev.revision if prev else 1,
+                        prev_image=js.attempts[p.attempt - 1].image if (p.attempt - 1) in js.attempts else None)
         return inc
 
     def _evaluate(self, p: _Pending) -> None:
@@ -437,8 +439,8 @@ class Engine:
             keys.add(f"version:image={rec.image}")
         for k in keys:
             lst = self._failures.setdefault(k, [])
-            if p.failure_ts not in lst:
-                lst.append(p.failure_ts)
+            if (p.failure_ts, p.job) not in lst:
+                lst.append((p.failure_ts, p.job))
                 if len(lst) > 1000:
                     del lst[0]
 

@@ -26,6 +26,8 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
         "FAULTLINE_TOPIC_PARTITIONS": str(settings.topic_partitions),
         "FAULTLINE_TOPIC_REPLICATION": str(settings.topic_replication),
         "FAULTLINE_LATENESS_MS": str(settings.lateness_ms),
+        "FAULTLINE_STORE_PATH": settings.store_path,
+        "FAULTLINE_SPOOL_DIR": settings.spool_dir,
         "PYTHONUNBUFFERED": "1",
     })
     env.update(extra)

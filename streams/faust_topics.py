@@ -3,20 +3,20 @@ topics it owns), and the broker reachability check behind `faultline worker`'s e
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+from aiokafka.admin import NewTopic
 
+from .. import topics as T
 from ..config import Settings
-from ..schemas.registry import INPUT_TOPICS, OUTPUT_TOPICS
+from ..schemas.registry import INPUT_TOPICS
 
 log = logging.getLogger("faultline.streams.topics")
 
 #: internal topics of the Faust app (prefixed like the others)
-SIGNALS = "fl.internal.signals"   # detector signals, key = resource (node, or port/path/segment subject)
-JOBS = "fl.internal.jobs"         # signals and ticks re-keyed by job, co-partitioned with fl.sched/fl.runtime
+SIGNALS = "fl.internal.signals"   # detector signals, key = signal index key (node:, port:, path:, segment:)
+JOBS = "fl.internal.jobs"         # signals pushed to jobs and watermark ticks, key = job;
+                                  # co-partitioned with fl.sched / fl.runtime
 INTERNAL_TOPICS: tuple[str, ...] = (SIGNALS, JOBS)
 
 
@@ -24,47 +24,49 @@ class BrokerUnreachable(ConnectionError):
     pass
 
 
+class TopicLayoutError(RuntimeError):
+    pass
+
+
 def unreachable_message(bootstrap: str) -> str:
-    return (f"Kafka broker not reachable at {bootstrap}: run `make kafka-up` or set "
-            "FAULTLINE_KAFKA_BOOTSTRAP")
+    return T.unreachable(bootstrap)
 
 
-async def ensure_topics(settings: Settings, *, timeout_s: float = 10.0) -> list[str]:
-    """Create every input, output and internal topic that does not exist yet; return the
-    ones created. Raises ``BrokerUnreachable`` when the broker does not answer."""
-    admin = AIOKafkaAdminClient(**settings.kafka_kwargs(), request_timeout_ms=int(timeout_s * 1000))
+async def ensure_topics(settings: Settings, *, timeout_ms: int = 15_000) -> int:
+    """Create the contract topics (``faultline.topics``) and the worker's internal topics
+    when missing. Returns the partition count of the input topics, which the worker must
+    use (job-keyed topics and the job table are co-partitioned).
+
+    Raises ``BrokerUnreachable`` when the broker does not answer, ``TopicLayoutError`` when
+    the input topics disagree on their partition count.
+    """
     try:
-        await asyncio.wait_for(admin.start(), timeout_s)
-    except (KafkaConnectionError, asyncio.TimeoutError, OSError):
-        try:
-            await admin.close()
-        except Exception:  # noqa: BLE001 - closing a half-open client
-            pass
-        raise BrokerUnreachable(unreachable_message(settings.kafka_bootstrap)) from None
+        await T.create_topics(settings, timeout_ms=timeout_ms)
+        admin = await T._admin(settings, timeout_ms)
+    except T.BrokerDown as e:
+        raise BrokerUnreachable(str(e)) from None
     try:
-        existing = set(await admin.list_topics())
-        retention_ms = str(settings.topic_retention_hours * 3600 * 1000)
-        wanted = []
-        for name in INPUT_TOPICS + OUTPUT_TOPICS + INTERNAL_TOPICS:
-            full = settings.topic(name)
-            if full in existing:
-                continue
-            cfg = {"retention.ms": retention_ms}
-            wanted.append(NewTopic(full, settings.topic_partitions, settings.topic_replication,
-                                   topic_configs=cfg))
-        created = []
-        if wanted:
-            try:
-                await admin.create_topics(wanted)
-                created = [t.name for t in wanted]
-            except TopicAlreadyExistsError:
-                pass  # another worker won the race
-            except KafkaError as e:
-                # create_topics reports per-topic errors; "already exists" races are fine
-                if "TopicAlreadyExists" not in repr(e):
-                    raise
-        if created:
-            log.info("topics created", extra={"topics": created})
-        return created
+        have = await T.existing_topics(admin)
+        counts = {settings.topic(t): have.get(settings.topic(t)) for t in INPUT_TOPICS}
+        distinct = {c for c in counts.values() if c}
+        if len(distinct) > 1:
+            raise TopicLayoutError(
+                "input topics have different partition counts (" +
+                ", ".join(f"{k}={v}" for k, v in counts.items()) +
+                "): job- and node-keyed topics must be co-partitioned; recreate them with "
+                "`faultline topics` and one FAULTLINE_TOPIC_PARTITIONS")
+        parts = distinct.pop() if distinct else settings.topic_partitions
+        want = [NewTopic(settings.topic(n), parts, settings.topic_replication,
+                         topic_configs={"retention.ms": str(24 * 3600 * 1000)})
+                for n in INTERNAL_TOPICS if settings.topic(n) not in have]
+        if want:
+            await admin.create_topics(want, timeout_ms=timeout_ms)
+        for n in INTERNAL_TOPICS:
+            c = have.get(settings.topic(n))
+            if c is not None and c != parts:
+                raise TopicLayoutError(
+                    f"internal topic {settings.topic(n)} has {c} partitions, the input topics {parts}: "
+                    "delete it (it holds only transient records) and restart the worker")
+        return parts
     finally:
         await admin.close()

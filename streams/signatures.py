@@ -171,7 +171,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("hung_task", ("blocked for more than",), r"task (\S+?):(\d+) blocked for more than (\d+) seconds",
           "runtime", None, "warning", "symptom", _groups("process", "pid", "seconds")),
     _Rule("nfs_not_responding", ("not responding",), r"nfs: server (\S+) not responding",
-          "storage", "storage_unavailable", "critical", "cause", _groups("server")),
+          "storage", "storage_slow", "warning", "cause", _groups("server")),
     _Rule("nic_link_down", ("Link down", "Link is Down", "link down", "link becomes down"),
           r"(?:^|\s)(\S+?):? (?:NIC )?[Ll]ink (?:is )?[Dd]own|(\S+): link becomes down", "net", "network_link", "critical", "cause",
           lambda m, s: {"iface": (m.group(1) or m.group(2) or "").rstrip(":")}),

@@ -31,10 +31,12 @@ class DetectorConfig(Struct, frozen=True, kw_only=True):
     storage_lat_min_ms: float = 25.0   # absolute latency floor of an anomaly
     storage_tput_drop: float = 0.1     # throughput below this share of baseline ...
     storage_anomaly_samples: int = 2   # ... for this many consecutive samples
+    storage_learn_below: float = 2.0   # the baseline learns only samples below this x baseline
     storage_full_pct: float = 98.0
     # jobs
     stall_floor_ms: int = 600_000
     stall_factor: float = 10.0         # x the job's own p90 progress interval
     straggler_factor: float = 1.5      # step time vs the median of the other ranks
     straggler_samples: int = 3
+    slowdown_factor: float = 1.3       # job step time vs its own first samples
     ckpt_stale_factor: float = 3.0     # no succeeded checkpoint for 3x the usual interval

@@ -59,6 +59,10 @@ class AttemptRecord(Struct, kw_only=True):
     intervals: list[int] = []                      # recent per-rank progress intervals (ring)
     step_ewma: dict[int, float] = {}               # rank -> EWMA step time (s)
     straggler_fired: list[int] = []
+    st_base: float = 0.0                           # job step time over its first samples (s)
+    st_base_n: int = 0
+    st_cur: float = 0.0                            # EWMA of the job's step time now
+    slow_fired: bool = False
     # checkpoints
     ckpts: list[Ckpt] = []                          # last few succeeded
     ckpt_fail_n: int = 0
@@ -152,7 +156,7 @@ def feed_job(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
         score = {"cause": 0.85, "weak": 0.3, "symptom": 0.0, "info": 0.0}[sig.role]
         if sig.name == "xid":
             score = 0.0  # the gpu.xid event carries the XID; a kernel line of it is evidence only
-        elif sig.name == "nic_link_down":
+        elif sig.name in ("nic_link_down", "nfs_not_responding"):
             score = 0.5  # the switch / HCA counters name the port; the kernel line corroborates
         _push(js, make("log:" + sig.name, f"job:{ev.job}", ev, sig.layer if sig.layer != "runtime" else "runtime",
                        sig.severity, f"{sig.name}" + (f" on rank {rank}" if rank is not None else "")
@@ -235,6 +239,19 @@ def _progress(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
         rec.prog_last_id = ev.id
         rec.prog_last_step = d.step
     st = d.step_time_s
+    if st is not None and st > 0:
+        # whole-job slowdown against its own start (synchronous training slows every rank)
+        if rec.st_base_n < 32:
+            rec.st_base_n += 1
+            rec.st_base += (st - rec.st_base) / rec.st_base_n
+            rec.st_cur = rec.st_base
+        else:
+            rec.st_cur += 0.05 * (st - rec.st_cur)
+            if not rec.slow_fired and rec.st_cur > cfg.slowdown_factor * rec.st_base:
+                rec.slow_fired = True
+                _push(js, make("slowdown", f"job:{ev.job}", ev, "runtime", "warning",
+                               f"job {ev.job} slowed down: step {rec.st_cur:.2f} s vs {rec.st_base:.2f} s at start",
+                               data={"step_time_s": round(rec.st_cur, 3), "base_s": round(rec.st_base, 3)}), out)
     if st is not None and r >= 0:
         e = rec.step_ewma.get(r)
         e = st if e is None else e + 0.3 * (st - e)

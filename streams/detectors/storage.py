@@ -55,6 +55,8 @@ def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> Non
             return  # anomalies stay out of the baseline
         st.bad = 0
         st.slow_fired = False
+    if st.n >= cfg.storage_warmup and lat > cfg.storage_learn_below * st.lat:
+        return  # suspicious: do not let a slow degradation teach the baseline that it is normal
     a = cfg.storage_alpha if st.n >= cfg.storage_warmup else 1.0 / (st.n + 1)
     st.lat += a * (lat - st.lat)
     st.tput += a * (tput - st.tput)
