@@ -15,8 +15,10 @@
 -- parts (ttl_only_drop_parts = 1: no row-by-row TTL merges); the job history (sched,
 -- runtime, inventory) is small and kept a year, by month. A day holds every copy of an event
 -- (same id -> same ts -> same partition), so partitioning never splits duplicates.
--- TTLs are on the event's own time: replaying a bundle older than the TTL needs
--- `ALTER TABLE ... MODIFY TTL` first (docs/sinks.md).
+-- TTLs count from arrival (ingested_at), not from the event's ts: live data is the same
+-- either way, and a replayed or simulated history older than the TTL is kept for the TTL
+-- instead of vanishing at its first merge. Parts are written per insert, so the rows of
+-- a part arrive together and `ttl_only_drop_parts` still drops whole parts.
 
 CREATE TABLE IF NOT EXISTS ingest_events
 (
@@ -51,7 +53,7 @@ CREATE TABLE IF NOT EXISTS events_gpu
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(ts)
 ORDER BY (node, ts, id)
-TTL toDateTime(ts) + INTERVAL 30 DAY
+TTL toDateTime(ingested_at) + INTERVAL 30 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_events_gpu TO events_gpu AS
@@ -83,7 +85,7 @@ CREATE TABLE IF NOT EXISTS events_hw
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(ts)
 ORDER BY (node, ts, id)
-TTL toDateTime(ts) + INTERVAL 30 DAY
+TTL toDateTime(ingested_at) + INTERVAL 30 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_events_hw TO events_hw AS
@@ -114,7 +116,7 @@ CREATE TABLE IF NOT EXISTS events_net
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(ts)
 ORDER BY (device, port, ts, id)
-TTL toDateTime(ts) + INTERVAL 30 DAY
+TTL toDateTime(ingested_at) + INTERVAL 30 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_events_net TO events_net AS
@@ -144,7 +146,7 @@ CREATE TABLE IF NOT EXISTS events_storage
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(ts)
 ORDER BY (path, node, ts, id)
-TTL toDateTime(ts) + INTERVAL 30 DAY
+TTL toDateTime(ingested_at) + INTERVAL 30 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_events_storage TO events_storage AS
@@ -179,7 +181,7 @@ CREATE TABLE IF NOT EXISTS events_sched
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (job, ts, id)
-TTL toDateTime(ts) + INTERVAL 365 DAY;
+TTL toDateTime(ingested_at) + INTERVAL 365 DAY;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_events_sched TO events_sched AS
 SELECT id, fromUnixTimestamp64Milli(ts, 'UTC') AS ts, kind, source, ifNull(node, '') AS node,
@@ -214,7 +216,7 @@ CREATE TABLE IF NOT EXISTS events_runtime
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (job, ts, id)
-TTL toDateTime(ts) + INTERVAL 365 DAY;
+TTL toDateTime(ingested_at) + INTERVAL 365 DAY;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_events_runtime TO events_runtime AS
 SELECT id, fromUnixTimestamp64Milli(ts, 'UTC') AS ts, kind, source, ifNull(node, '') AS node,
@@ -244,7 +246,7 @@ CREATE TABLE IF NOT EXISTS events_inventory
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (node, ts, id)
-TTL toDateTime(ts) + INTERVAL 365 DAY;
+TTL toDateTime(ingested_at) + INTERVAL 365 DAY;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_events_inventory TO events_inventory AS
 SELECT id, fromUnixTimestamp64Milli(ts, 'UTC') AS ts, kind, source, ifNull(node, '') AS node,

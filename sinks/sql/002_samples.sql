@@ -13,7 +13,7 @@
 -- (ReplacingMergeTree). event_key = cityHash64(event id): 8 bytes instead of a 26-40 byte
 -- string in the sort of every insert (bench/sink.py: the samples view is the ingest hot
 -- spot); find the source event with `WHERE cityHash64(id) = event_key`.
--- Daily partitions + 30-day TTL dropping whole parts, as for raw events.
+-- Daily partitions + 30-day TTL from arrival dropping whole parts, as for raw events.
 
 CREATE TABLE IF NOT EXISTS samples
 (
@@ -22,12 +22,13 @@ CREATE TABLE IF NOT EXISTS samples
     subject LowCardinality(String),
     metric LowCardinality(String),
     value Float64 CODEC(Gorilla, ZSTD(1)),
-    event_key UInt64
+    event_key UInt64,
+    ingested_at DateTime('UTC') DEFAULT now() CODEC(Delta, ZSTD(1))
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(ts)
 ORDER BY (metric, node, subject, ts, event_key)
-TTL toDateTime(ts) + INTERVAL 30 DAY
+TTL ingested_at + INTERVAL 30 DAY
 SETTINGS ttl_only_drop_parts = 1;
 
 -- Numeric fields of gpu.sample, net.port, storage.sample and runtime.progress: every key whose
