@@ -59,7 +59,7 @@ class Reporter:
         self.progress_every_s = progress_every_s
         self._q: queue.Queue = queue.Queue(max_queue)
         self._stats = {"queued": 0, "sent": 0, "dropped": 0, "errors": 0}
-        self._last_progress = 0.0
+        self._last_progress = float("-inf")
         self._held: tuple | None = None  # latest thinned-out progress, sent on the next slot or close
         self._prev_step: tuple[int, float] | None = None
         self._ckpt_started: dict[tuple[int, str], float] = {}
