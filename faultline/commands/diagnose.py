@@ -10,6 +10,8 @@ from typing import IO, Iterator
 
 from ..schemas.codec import encode
 
+BUNDLE_HEADER = b'{"faultline_bundle"'
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -70,6 +72,8 @@ def diagnose_stream(fh: IO[bytes], lateness_ms: int | None = None):
     for batch in _lines(fh):
         good: list[bytes] = []
         for ln in batch:
+            if ln.startswith(BUNDLE_HEADER):
+                continue  # a bundle's header line (faultline bundle export) carries the incident
             if ln.strip():
                 good.append(ln)
             else:

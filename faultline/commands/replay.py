@@ -25,7 +25,7 @@ from ..schemas import INCIDENTS, INPUT_TOPICS
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay a time range of the input topics (re-publish or diagnose)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--since", required=True, help="range start: epoch ms, ISO 8601, or relative (-2h)")
+    p.add_argument("--since", required=True, help="range start: epoch ms, ISO 8601, or an age: 2h (or --since=-2h)")
     p.add_argument("--until", default="now", help="range end (default now)")
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--job", help="keep only what this job's diagnosis needs (its events, nodes, ports, paths)")
