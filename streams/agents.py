@@ -55,6 +55,7 @@ JOB_TOPICS = ("fl.sched", "fl.runtime")
 BATCH = 2000
 WITHIN_S = 0.02
 TICK_S = 1.0
+STATS_S = float(os.environ.get("FAULTLINE_WORKER_STATS_S", "30"))
 
 
 def partition_of(key: bytes, partitions: int) -> int:
@@ -366,6 +367,7 @@ def install(app: faust.App, settings: Settings) -> None:
         for p in range(P):
             await jobs_out.send(value=v, partition=p)
 
-    @app.timer(interval=30.0, name="faultline.stats")
+    @app.timer(interval=STATS_S, name="faultline.stats")
     async def log_stats() -> None:
-        log.info("worker stats", extra=stats.as_dict())
+        d = stats.as_dict()
+        log.info("worker stats %s", " ".join(f"{k}={v}" for k, v in d.items()), extra=d)

@@ -31,12 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = config.load(args.config)
-    from ..streams.faust_topics import BrokerUnreachable, ensure_topics
+    from dataclasses import replace
+
+    from ..streams.faust_topics import BrokerUnreachable, TopicLayoutError, ensure_topics
 
     try:
-        asyncio.run(ensure_topics(settings))
-    except BrokerUnreachable as e:
+        parts = asyncio.run(ensure_topics(settings))
+    except (BrokerUnreachable, TopicLayoutError) as e:
         raise CliError(str(e)) from None
+    if parts != settings.topic_partitions:
+        settings = replace(settings, topic_partitions=parts)
 
     import faust  # heavy import: only once the broker is known to answer
 

@@ -1,0 +1,150 @@
+"""The Faust worker end to end on the real broker: simulator events -> Kafka ->
+`faultline worker` (a child process) -> incidents on fl.incidents equal to what the in-process
+Engine (`faultline diagnose`) gives on the same events; malformed input -> fl.deadletter;
+a worker killed mid-stream and restarted loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from dataclasses import replace
+
+import msgspec
+import orjson
+import pytest
+
+from faultline.producers.publish import Publisher
+from faultline.producers.simulate import simulate
+from faultline.schemas.codec import decode, now_ms
+from faultline.streams.engine import Engine, EngineConfig
+from faultline.streams.faust_harness import WorkerProcess, read_topic
+from faultline.streams.faust_topics import ensure_topics
+
+pytestmark = pytest.mark.kafka
+
+SCENARIO = ("gpu-xid79", 1)   # one labeled interruption, healthy jobs, decoys
+
+
+@pytest.fixture
+def fsettings(settings):
+    """3 partitions: several per topic (the join crosses partitions) but a quick start."""
+    return replace(settings, topic_partitions=3)
+
+
+@pytest.fixture(scope="module")
+def sim_lines() -> list[bytes]:
+    # the hour ends 30 min ago: record timestamps (= event ts) stay inside topic retention
+    start = (now_ms() - 90 * 60_000) // 60_000 * 60_000
+    lines, _ = simulate(SCENARIO[0], seed=SCENARIO[1], nodes=4, hours=1.0, start_ms=start)
+    return lines
+
+
+def expected_incidents(lines: list[bytes], settings) -> dict[str, dict]:
+    """What `faultline diagnose` reports: the Engine over the same events, latest revisions."""
+    eng = Engine(EngineConfig.from_settings(settings))
+    eng.process(lines)
+    eng.finish()
+    return {i.id: _norm(msgspec.to_builtins(i)) for i in eng.incidents()}
+
+
+def _norm(d: dict) -> dict:
+    d = dict(d)
+    d.pop("revision", None)
+    return d
+
+
+def latest(records) -> dict[str, dict]:
+    best: dict[str, dict] = {}
+    for r in records:
+        d = orjson.loads(r.value)
+        if d["id"] not in best or best[d["id"]]["revision"] < d["revision"]:
+            best[d["id"]] = d
+    return {k: _norm(v) for k, v in best.items()}
+
+
+async def produce(settings, lines: list[bytes], raw: list[tuple[str, bytes, bytes]] = ()) -> None:
+    async with Publisher(settings, compression=None) as pub:
+        for line in lines:
+            await pub.send(decode(line))
+        for topic, key, value in raw:
+            await pub.send_raw(topic, key, value)
+        await pub.flush()
+
+
+async def wait_incidents(settings, expected: dict, timeout_s: float) -> dict[str, dict]:
+    recs = await read_topic(settings, "fl.incidents", until=lambda r: latest(r) == expected,
+                            timeout_s=timeout_s)
+    return latest(recs)
+
+
+def _diff(got: dict, exp: dict) -> str:
+    out = [f"ids only in worker: {sorted(set(got) - set(exp))}",
+           f"ids only in diagnose: {sorted(set(exp) - set(got))}"]
+    for i in sorted(set(got) & set(exp)):
+        for k in sorted(set(got[i]) | set(exp[i])):
+            if got[i].get(k) != exp[i].get(k):
+                out.append(f"{i}.{k}: worker={got[i].get(k)!r} diagnose={exp[i].get(k)!r}")
+    return "\n".join(out)
+
+
+def test_worker_incidents_equal_diagnose(fsettings, sim_lines, tmp_path):
+    exp = expected_incidents(sim_lines, fsettings)
+    assert exp, "the scenario must produce at least one incident"
+    asyncio.run(ensure_topics(fsettings))
+    asyncio.run(produce(fsettings, sim_lines))
+    with WorkerProcess(fsettings, tmp_path / "w1") as w:
+        got = asyncio.run(wait_incidents(fsettings, exp, timeout_s=120))
+        assert w.alive(), w.log()
+    assert got == exp, _diff(got, exp) + "\n--- worker log ---\n" + w.log()
+
+
+def test_malformed_input_goes_to_deadletter(fsettings, tmp_path):
+    bad = [
+        ("fl.gpu", b"gpu-001", b'{"v":1,"id":"x1","ts":1,'),                       # truncated JSON
+        ("fl.hw", b"gpu-002", orjson.dumps({"v": 1, "id": "x2", "ts": 1_790_000_000_000,
+                                            "kind": "hw.nope", "source": "t", "node": "gpu-002",
+                                            "data": {}})),                          # unknown kind
+        ("fl.sched", b"42", orjson.dumps({"v": 1, "id": "x3", "ts": 1_790_000_000_000,
+                                          "kind": "gpu.xid", "source": "t", "node": "n1",
+                                          "data": {"xid": 79, "message": "m"}})),   # wrong topic
+    ]
+    asyncio.run(ensure_topics(fsettings))
+    asyncio.run(produce(fsettings, [], raw=bad))
+    with WorkerProcess(fsettings, tmp_path / "w1") as w:
+        recs = asyncio.run(read_topic(fsettings, "fl.deadletter", until=lambda r: len(r) >= len(bad),
+                                      timeout_s=90))
+        assert w.alive(), w.log()
+    dead = [orjson.loads(r.value) for r in recs]
+    assert len(dead) == len(bad), w.log()
+    by_raw = {base64.b64decode(d["raw_b64"]): d for d in dead}
+    for topic, _, value in bad:
+        d = by_raw[value]   # raw bytes kept exactly
+        assert d["topic"] == fsettings.topic(topic)
+        assert isinstance(d["partition"], int) and isinstance(d["offset"], int)
+        assert d["reason"]
+    assert "JSON" in by_raw[bad[0][2]]["reason"]
+    assert "kind" in by_raw[bad[1][2]]["reason"]
+    assert "fl.gpu" in by_raw[bad[2][2]]["reason"]
+
+
+def test_worker_killed_mid_stream_loses_nothing(fsettings, sim_lines, tmp_path):
+    """SIGKILL the worker while it is working through the input, produce the rest, start a
+    new worker on the same app id: the incidents are still exactly diagnose's."""
+    exp = expected_incidents(sim_lines, fsettings)
+    cut = int(len(sim_lines) * 0.6)
+    asyncio.run(ensure_topics(fsettings))
+    asyncio.run(produce(fsettings, sim_lines[:cut]))
+    w1 = WorkerProcess(fsettings, tmp_path / "w1").start()
+    try:
+        # wait until it has demonstrably processed input (an alert is out), then crash it
+        asyncio.run(read_topic(fsettings, "fl.alerts", until=lambda r: len(r) >= 1, timeout_s=90))
+        time.sleep(1.0)
+        assert w1.alive(), w1.log()
+    finally:
+        w1.kill()
+    asyncio.run(produce(fsettings, sim_lines[cut:]))
+    with WorkerProcess(fsettings, tmp_path / "w2") as w2:
+        got = asyncio.run(wait_incidents(fsettings, exp, timeout_s=150))
+        assert w2.alive(), w2.log()
+    assert got == exp, _diff(got, exp) + "\n--- worker log ---\n" + w2.log()
