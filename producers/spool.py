@@ -32,6 +32,9 @@ from typing import Iterable
 import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
+
+_PARTITIONER = DefaultPartitioner()
 
 from ..config import Settings
 from ..schemas import Envelope, encode, key_for, topic_for
@@ -111,6 +114,7 @@ class SpoolingPublisher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
+        self._parts: dict[tuple[str, bytes], int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "SpoolingPublisher":
@@ -354,6 +358,39 @@ class SpoolingPublisher:
             self._remove_segment(done)
             self._save_position()
 
+    async def _send_batches(self, prod: AIOKafkaProducer, batch, skip) -> tuple[list, list[list[int]]]:
+        """Records -> one aiokafka batch per (topic, partition), in record order; the
+        partition is the default partitioner's (murmur2 of the key, as ``Publisher`` routes),
+        cached per key. Returns the delivery futures and, per future, its records' ends."""
+        open_: dict[tuple[str, int], tuple[object, list[int]]] = {}
+        futs: list = []
+        groups: list[list[int]] = []
+        for topic, key, value, ts, end in batch:
+            if (self._rseg, end) in skip:
+                continue
+            full = self.settings.topic(topic)
+            part = self._parts.get((full, key))
+            if part is None:
+                parts = sorted(await prod.partitions_for(full))
+                part = _PARTITIONER(key or None, parts, parts)
+                if key:
+                    if len(self._parts) > 100_000:
+                        self._parts.clear()
+                    self._parts[(full, key)] = part
+            slot = open_.get((full, part))
+            if slot is None:
+                slot = open_[(full, part)] = (prod.create_batch(), [])
+            if slot[0].append(key=key or None, value=value, timestamp=ts or None) is None:  # full
+                futs.append(await prod.send_batch(slot[0], full, partition=part))
+                groups.append(slot[1])
+                slot = open_[(full, part)] = (prod.create_batch(), [])
+                slot[0].append(key=key or None, value=value, timestamp=ts or None)
+            slot[1].append(end)
+        for (full, part), (b, ends) in open_.items():
+            futs.append(await prod.send_batch(b, full, partition=part))
+            groups.append(ends)
+        return futs, groups
+
     async def _drain_loop(self) -> None:
         backoff = 0.2
         skip: set[tuple[int, int]] = set()  # (segment, end offset) already acknowledged within a partly failed batch
@@ -366,24 +403,18 @@ class SpoolingPublisher:
                 continue
             try:
                 prod = await self._ensure_producer()
-                futs = []
-                ends = []
-                for topic, key, value, ts, end in batch:
-                    if (self._rseg, end) in skip:
-                        continue
-                    futs.append(await prod.send(self.settings.topic(topic), value=value, key=key or None,
-                                                timestamp_ms=ts or None))
-                    ends.append(end)
+                futs, groups = await self._send_batches(prod, batch, skip)
                 results = await asyncio.gather(*futs, return_exceptions=True)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # broker errors, and anything else: never let the drainer die
                 results = None
+                groups = []
                 err: BaseException | None = e
             else:
                 err = next((r for r in results if isinstance(r, BaseException)), None)
             if err is None:
-                self.stats["sent"] += len(ends)
+                self.stats["sent"] += sum(len(g) for g in groups)
                 self._roff = batch[-1][4]
                 skip.clear()
                 self._save_position()
@@ -391,10 +422,11 @@ class SpoolingPublisher:
                 continue
             # failure: remember what did get through, drop the producer, retry with backoff
             if results is not None:
-                for end, r in zip(ends, results):
+                for ends, r in zip(groups, results):
                     if not isinstance(r, BaseException):
-                        skip.add((self._rseg, end))
-                        self.stats["sent"] += 1
+                        skip.update((self._rseg, end) for end in ends)
+                        self.stats["sent"] += len(ends)
+            self._parts.clear()
             self.stats["send_failures"] += 1
             if not isinstance(err, (KafkaError, OSError, asyncio.TimeoutError)):
                 log.error("spool drainer: %s: %s", type(err).__name__, err, extra={"spool_dir": str(self.dir)})

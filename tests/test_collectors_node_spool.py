@@ -67,6 +67,7 @@ def assert_exactly_once_in_order(got: list[tuple[bytes, str]], n: int) -> None:
         assert seq == sorted(seq), f"key {key!r} out of order"
 
 
+@pytest.mark.slow  # a private broker started twice: ~1-1.5 min on a busy 2-core machine
 async def test_broker_stopped_mid_stream_then_restarted(private_broker, settings, tmp_path):
     broker = private_broker()
     s = replace(settings, kafka_bootstrap=broker.bootstrap, spool_dir=str(tmp_path / "spool"))
