@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-node", type=int, help="GPUs per node (default 8)")
     p.add_argument("--hours", type=float, help="simulated hours (default: the scenario's, 2-12)")
     p.add_argument("--start", type=int, metavar="EPOCH_MS", help="simulated start time, UTC epoch ms "
-                   "(default 2026-11-02T06:00:00Z)")
+                   "(default 2026-11-02T06:00:00Z for files; with --kafka the run ends at the current hour, "
+                   "because broker retention and the 24 h future bound use event time)")
     p.add_argument("--out", metavar="FILE.jsonl", help="write events as JSON lines ('-' = stdout)")
     p.add_argument("--labels", metavar="FILE.json", help="write the ground-truth labels")
     p.add_argument("--kafka", action="store_true", help="publish to Kafka (topics per layer, topic_prefix honoured)")
@@ -86,9 +87,17 @@ def run(args: argparse.Namespace) -> int:
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     many = len(names) > 1
     opts = _options(args)
+    if args.kafka and not args.start:
+        # Kafka retention and the 24 h future bound work on event time: end the run at about now
+        from ..producers.simulate import SCENARIOS as S
+        from ..schemas import now_ms
+
+        total_h = sum((args.hours or S[n].hours) + (1 if many else 0) for n in names)
+        opts.start_ms = (now_ms() // 3_600_000) * 3_600_000 - int(total_h * 3_600_000)
     hours_each = []
     for i, name in enumerate(names):
         o = _options(args)
+        o.start_ms = opts.start_ms
         sc = SCENARIOS[name]
         if many and args.kafka:  # one after the other in event time, so node names do not collide
             o.start_ms = opts.start_ms + int(sum(hours_each) * 3_600_000)
@@ -136,53 +145,18 @@ def _write(sim, path: str) -> int:
     return n
 
 
-_LAYER_TOPIC = {"gpu": "fl.gpu", "hw": "fl.hw", "net": "fl.net", "storage": "fl.storage", "sched": "fl.sched",
-                "runtime": "fl.runtime", "inventory": "fl.inventory"}
-
-
-def _topic_key(line: bytes) -> tuple[str, bytes, int | None]:
-    """Topic, key and timestamp of an encoded line (malformed lines go to the topic they claim)."""
-    try:
-        ev = orjson.loads(line)
-        kind = ev["kind"]
-        layer = kind.split(".", 1)[0]
-        topic = _LAYER_TOPIC.get(layer, "fl.gpu")
-        if layer in ("sched", "runtime"):
-            key = ev.get("job") or ev.get("node") or ""
-        elif layer == "net":
-            key = ev.get("node") or ev.get("data", {}).get("device") or ""
-        else:
-            key = ev.get("node") or ""
-        ts = ev.get("ts") if isinstance(ev.get("ts"), int) else None
-        return topic, str(key).encode(), ts
-    except Exception:
-        return "fl.gpu", b"", None
-
-
 async def _publish(sim, speed: float | None, config_path: str | None) -> int:
     from .. import config
     from ..cli import CliError
     from ..producers.publish import BrokerUnreachable, Publisher
+    from ..producers.simulate.kafka import publish
 
     settings = config.load(config_path)
     try:
         pub = await Publisher(settings).start()
     except BrokerUnreachable as e:
         raise CliError(str(e)) from None
-    n = 0
-    t_wall = time.monotonic()
-    t_sim0 = sim.plan.t0
     try:
-        for line in sim.lines():
-            topic, key, ts = _topic_key(line)
-            if speed and ts is not None:
-                due = t_wall + (ts - t_sim0) / 1000 / speed
-                delay = due - time.monotonic()
-                if delay > 0.005:
-                    await asyncio.sleep(delay)
-            await pub.send_raw(topic, key, line, ts)
-            n += 1
-        await pub.flush()
+        return await publish(sim, settings, speed=speed, publisher=pub)
     finally:
         await pub.stop()
-    return n

@@ -67,17 +67,12 @@ def _resolve_pins(plan: Plan, faults: tuple[FaultSpec, ...]) -> list[FaultSpec]:
     r = plan.rng
     n = len(plan.cluster.nodes)
     lemon = r.randrange(n)
-    flap = (r.randrange(n), r.randrange(plan.cluster.nics_per_node))
     out = []
     for f in faults:
         params = dict(f.params)
         if params.get("node") == "LEMON":
             params["node"] = lemon
             plan.fleet_add("lemon_nodes", plan.name(lemon))
-        if params.get("port") == "FLAP":
-            params["port"] = flap
-            lk = plan.cluster.nodes[flap[0]].links[flap[1]]
-            plan.fleet_add("flapping_ports", f"{lk.switch}/{lk.port}")
         out.append(FaultSpec(f.kind, f.at, params))
     return out
 
@@ -230,9 +225,9 @@ class Simulation:
                 heapq.heappush(heap, (nxt[0], cnt, nxt[1], it))
                 cnt += 1
 
-    def _merged(self) -> Iterator[tuple[int, dict]]:
-        """Everything in ts order: each simulated second's telemetry batch plus the discrete
-        events of that second, sorted together (stable, telemetry first on ties)."""
+    def _batches(self) -> Iterator[list[tuple[int, dict]]]:
+        """Everything in ts order, one simulated second per list: that second's telemetry
+        plus the discrete events of the second, sorted together (stable, telemetry first)."""
         plan = self.plan
         tel = Telemetry(plan.cluster, node_allocs(plan), plan.ov, plan.t0, plan.t_end, self.seed, self.o.intervals)
         disc = self._discrete()
@@ -244,37 +239,53 @@ class Simulation:
                 batch.append(pend)
                 pend = next(disc, None)
             batch.sort(key=key)
-            yield from batch
+            yield batch
+        tail = []
         while pend is not None:
             if pend[0] < plan.t_end:
-                yield pend
+                tail.append(pend)
             pend = next(disc, None)
+        yield tail
 
     # ------------------------------------------------------------ output
     def records(self) -> Iterator[dict]:
-        """Contract events as dicts, in delivery order (no malformed lines, no duplicates)."""
+        """Contract events as dicts, in ts order (no delivery faults)."""
         counter = 0
         prefix = f"sim-{self.tag}-"
         counts: dict[str, int] = {}
         get = counts.get
         try:
-            for _, ev in self._merged():
-                counter += 1
-                ev["id"] = f"{prefix}{counter:010x}"
-                k = ev["kind"]
-                counts[k] = get(k, 0) + 1
-                yield ev
+            for batch in self._batches():
+                for _, ev in batch:
+                    counter += 1
+                    ev["id"] = f"{prefix}{counter:010x}"
+                    k = ev["kind"]
+                    counts[k] = get(k, 0) + 1
+                    yield ev
+            self.done = True
         finally:
             self.counts.update(counts)
-        self.done = True
 
     def lines(self) -> Iterator[bytes]:
         """Encoded JSON lines (no trailing newline), delivery faults applied."""
         d = self.o.delivery
         dumps = orjson.dumps
         if not d.any:
-            for ev in self.records():
-                yield dumps(ev)
+            counter = 0
+            prefix = f"sim-{self.tag}-"
+            counts: dict[str, int] = {}
+            get = counts.get
+            try:
+                for batch in self._batches():
+                    for _, ev in batch:
+                        counter += 1
+                        ev["id"] = f"{prefix}{counter:010x}"
+                        k = ev["kind"]
+                        counts[k] = get(k, 0) + 1
+                        yield dumps(ev)
+                self.done = True
+            finally:
+                self.counts.update(counts)
             return
         r = random.Random(self.seed * 31 + 5)
         skew: dict[str, int] = {}

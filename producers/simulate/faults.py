@@ -467,11 +467,17 @@ def link_flap(plan: Plan, node: int, k: int, t: int, down_ms: int, att: Attempt 
 def f_port_down(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     plan = sch.plan
     r = plan.rng
-    pin = spec.params.get("port")  # (node, nic) for flapping-port scenarios
+    pin = spec.params.get("port")  # "FLAP": the same port every time (flapping-port scenario)
+    if pin == "FLAP":
+        pin = getattr(plan, "flap_pin", None)
     att = pick(plan, t, min_nodes=2, node=pin[0] if pin else None)
     if att is None:
         return False
     node, k = pin if pin else (r.choice(att.nodes), r.randrange(plan.cluster.nics_per_node))
+    if spec.params.get("port") == "FLAP" and pin is None:
+        plan.flap_pin = (node, k)
+        lk0 = plan.cluster.nodes[node].links[k]
+        plan.fleet_add("flapping_ports", f"{lk0.switch}/{lk0.port}")
     pi, lk = _port_of(plan, node, k)
     n = plan.cluster.nodes[node]
     if pin is None and r.random() < 0.6:  # a dying optic: symbol errors climb first
@@ -813,6 +819,13 @@ def f_change_regression(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
                         node=c.nodes[i].name))
         plan.changes.append({"node": c.nodes[i].name, "ts": ts, "component": comp, "to": new})
     plan.fleet_add("bad_versions", f"{comp}={new}")
+    from .plan import new_job
+
+    def submit_new(ts: int) -> None:
+        sch._submit(new_job(plan, ts, n_nodes=r.choice((1, 2, 2, 4)), cancel=False), ts)
+
+    for _ in range(spec.params.get("new_jobs", r.randrange(2, 5))):
+        sch.push(t + r.randrange(10, 60) * MIN, "call", submit_new)
 
     def hook(p: Plan, att: Attempt) -> None:
         if att.fault is not None or not any(i in upgraded and upgraded[i] <= att.start_ts for i in att.nodes):
@@ -878,6 +891,7 @@ def f_bad_image(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     def submit_new(ts: int) -> None:
         job = new_job(plan, ts, image=new, user=r.choice((("alice", "team-llm"), ("bob", "team-llm"), ("gita", "team-llm"))),
                       n_nodes=r.choice((1, 1, 2, 2, 4)), cancel=False)
+        job.max_retries = 1
         sch._submit(job, ts)
 
     for _ in range(spec.params.get("new_jobs", r.randrange(3, 6))):

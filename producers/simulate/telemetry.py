@@ -114,6 +114,7 @@ class Telemetry:
         self._phase_cache: dict[int, str] = {}
         self._cache_sec = -1
         self.used_drift = {m.path: r.uniform(-1, 1) for m in cluster.mounts}
+        self._gpu_ov_nodes = {k[0] for k in overlays.gpu}
 
     # ------------------------------------------------------------ job state
     def attempt_at(self, node: int, t: int):
@@ -205,91 +206,100 @@ class Telemetry:
                 self.rdma[i] = [0] * len(RDMA_COUNTERS)
 
     # ------------------------------------------------------------ gpu.sample
+    # per phase: (util lo, util span, temp, power lo, power span, clock); NVML reports util, temp
+    # and clocks as integers and power in mW (we keep 0.1 W)
+    _PH = {
+        "train": (90, 11, 61, 560, 120, 1980), "ckpt": (0, 15, 50, 160, 40, 1980),
+        "hang": (100, 1, 52, 270, 40, 1980), "io_wait": (0, 1, 40, 95, 10, 1755),
+        "init": (0, 30, 42, 140, 40, 1980), "dead": (0, 1, 36, 72, 4, 345), "idle": (0, 1, 31, 68, 6, 345),
+    }
+
     def _gpu(self, out: list, nodes: list[int], base: int, interval: int) -> None:
-        r = self.rng
-        rnd = r.random
+        rnd = self.rng.random
         c = self.c
         g = c.gpus_per_node
         ovg = self.ov.gpu
         amb = 2.0 * diurnal(base)
+        PH = self._PH
+        sbe, dbe, nvl, pcie, remap = self.gpu_sbe, self.gpu_dbe, self.gpu_nvl, self.gpu_pcie, self.gpu_remap
+        toffs, sbr = self.gpu_temp_off, self.sbe_rate
+        node_ov = self.ov.node
+        has_gpu_ov = self._gpu_ov_nodes
         for ni in nodes:
             t = base + self.o_node[ni]
-            if self._node_down(ni, t):
+            if ni in node_ov and self._node_down(ni, t):
                 continue
-            self._check_reboot(ni, t)
+            if self.ov.reboots:
+                self._check_reboot(ni, t)
             node = c.nodes[ni]
             att = self.attempt_at(ni, t)
-            ph = self.phase(att, t) if att is not None else "idle"
-            jm = (att.job.gpn * 0 + 56000 + (int(att.job.id) % 22) * 1000) if att is not None else 0
+            if att is not None:
+                ph = self.phase(att, t)
+                jm = 56000 + (int(att.job.id) % 22) * 1000
+            else:
+                ph, jm = "idle", 0
+            u0, us, tb, p0, ps, clock0 = PH[ph]
+            busy = ph == "train"
+            mem_span = 1500 if busy else (800 if ph == "ckpt" else 0)
             name = node.name
-            src = f"dcgm@{name}"
+            src = node._src_dcgm if hasattr(node, "_src_dcgm") else f"dcgm@{name}"
+            uuids = node.gpu_uuid
+            temp_base = tb + amb
             for gi in range(g):
                 k = ni * g + gi
-                toff = self.gpu_temp_off[k]
-                if ph == "train":
-                    util = 100.0 if rnd() < 0.45 else round(90 + 10 * rnd(), 1)
-                    mem = jm + int(1500 * rnd())
-                    temp = 61 + toff + amb + 4 * rnd()
-                    power = 560 + 120 * rnd()
-                    clock = 1980
-                elif ph == "ckpt":
-                    util, mem, temp, power, clock = round(15 * rnd(), 1), jm + int(800 * rnd()), 50 + toff + amb, 160 + 40 * rnd(), 1980
-                elif ph == "hang":
-                    util, mem, temp, power, clock = 100.0, jm, 52 + toff + amb, 270 + 40 * rnd(), 1980
-                elif ph == "io_wait":
-                    util, mem, temp, power, clock = 0.0, jm, 40 + toff + amb, 95 + 10 * rnd(), 1755
-                elif ph == "init":
-                    util, mem, temp, power, clock = round(30 * rnd(), 1), int(jm * rnd()), 42 + toff + amb, 140 + 40 * rnd(), 1980
-                elif ph == "dead":
-                    util, mem, temp, power, clock = 0.0, 0, 36 + toff + amb, 72 + 4 * rnd(), 345
+                x = rnd()
+                util = 100 if (busy and x < 0.45) else u0 + int(us * rnd())
+                if ph == "init":
+                    mem = int(jm * x)
+                elif jm:
+                    mem = jm + int(mem_span * x)
                 else:
-                    util, mem, temp, power, clock = 0.0, int(3 * rnd()), 31 + toff + amb + 2 * rnd(), 68 + 6 * rnd(), 345
-                throttle: list[str] = []
-                if ph == "train" and rnd() < 0.03:
-                    throttle = ["sw_power_cap"]  # normal on H100 at full load
-                sr = self.sbe_rate[k]
+                    mem = int(3 * x)
+                temp = temp_base + toffs[k] + (4 if busy else 2) * x
+                power = p0 + ps * rnd()
+                clock = clock0
+                throttle: list[str] = ["sw_power_cap"] if (busy and x > 0.97) else []  # normal at full load
+                sr = sbr[k]
                 if sr and rnd() < sr * interval:
-                    self.gpu_sbe[k] += 1
-                extra = None
-                lst = ovg.get((ni, gi))
-                if lst:
-                    gone = False
-                    for a, b, eff in Overlays.active(lst, t):
-                        if eff.get("gone"):
-                            gone = True
-                            break
-                        if "temp" in eff and ph in ("train", "hang", "ckpt"):
-                            temp = ramp(eff["temp"], t, a, b) + rnd()
-                        if "throttle" in eff and ph in ("train", "hang", "ckpt", "init"):
-                            throttle = list(eff["throttle"])
-                        if "clock" in eff and ph in ("train", "hang", "ckpt"):
-                            clock = int(ramp(eff["clock"], t, a, b))
-                            power *= 0.75
-                        if "sbe_rate" in eff:
-                            self.gpu_sbe[k] += int(eff["sbe_rate"] * interval + rnd())
-                        if "nvl_rate" in eff:
-                            self.gpu_nvl[k] += int(ramp(eff["nvl_rate"], t, a, b) * interval + rnd())
-                        if "pcie_rate" in eff:
-                            self.gpu_pcie[k] += int(ramp(eff["pcie_rate"], t, a, b) * interval + rnd())
-                        if "dbe" in eff:
-                            self.gpu_dbe[k] = max(self.gpu_dbe[k], eff["dbe"])
-                        if "remap" in eff:
-                            self.gpu_remap[k] = eff["remap"]
-                        if "util" in eff:
-                            util = eff["util"]
-                        if "mem" in eff:
-                            mem = int(ramp(eff["mem"], t, a, b))
-                    if gone:
-                        continue
-                data = {"gpu": gi, "uuid": node.gpu_uuid[gi], "util_pct": util, "mem_used_mib": mem,
-                        "mem_total_mib": GPU_MEM_MIB, "temp_c": round(temp, 1), "power_w": round(power, 1),
-                        "sm_clock_mhz": clock, "throttle": throttle, "ecc_sbe": self.gpu_sbe[k],
-                        "ecc_dbe": self.gpu_dbe[k], "nvlink_errors": self.gpu_nvl[k],
-                        "pcie_replay": self.gpu_pcie[k], "remapped_rows_pending": self.gpu_remap[k]}
-                if extra:
-                    data.update(extra)
-                out.append((t, {"v": 1, "id": "", "ts": t, "kind": "gpu.sample", "source": src,
-                                "node": name, "data": data}))
+                    sbe[k] += 1
+                if ni in has_gpu_ov:
+                    lst = ovg.get((ni, gi))
+                    if lst:
+                        gone = False
+                        hot = ph in ("train", "hang", "ckpt")
+                        for a, b, eff in Overlays.active(lst, t):
+                            if eff.get("gone"):
+                                gone = True
+                                break
+                            if "temp" in eff and hot:
+                                temp = ramp(eff["temp"], t, a, b) + rnd()
+                            if "throttle" in eff and (hot or ph == "init"):
+                                throttle = list(eff["throttle"])
+                            if "clock" in eff and hot:
+                                clock = int(ramp(eff["clock"], t, a, b))
+                                power *= 0.75
+                            if "sbe_rate" in eff:
+                                sbe[k] += int(eff["sbe_rate"] * interval + rnd())
+                            if "nvl_rate" in eff:
+                                nvl[k] += int(ramp(eff["nvl_rate"], t, a, b) * interval + rnd())
+                            if "pcie_rate" in eff:
+                                pcie[k] += int(ramp(eff["pcie_rate"], t, a, b) * interval + rnd())
+                            if "dbe" in eff:
+                                dbe[k] = max(dbe[k], eff["dbe"])
+                            if "remap" in eff:
+                                remap[k] = eff["remap"]
+                            if "util" in eff:
+                                util = eff["util"]
+                            if "mem" in eff:
+                                mem = int(ramp(eff["mem"], t, a, b))
+                        if gone:
+                            continue
+                out.append((t, {"v": 1, "id": "", "ts": t, "kind": "gpu.sample", "source": src, "node": name,
+                                "data": {"gpu": gi, "uuid": uuids[gi], "util_pct": util, "mem_used_mib": mem,
+                                         "mem_total_mib": GPU_MEM_MIB, "temp_c": int(temp),
+                                         "power_w": int(power * 10) / 10, "sm_clock_mhz": clock, "throttle": throttle,
+                                         "ecc_sbe": sbe[k], "ecc_dbe": dbe[k], "nvlink_errors": nvl[k],
+                                         "pcie_replay": pcie[k], "remapped_rows_pending": remap[k]}}))
 
     # ------------------------------------------------------------ hw.sensor / hw.sel
     def _hw(self, out: list, nodes: list[int], base: int, interval: int) -> None:
