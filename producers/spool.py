@@ -165,8 +165,9 @@ class SpoolingPublisher:
                 self._wfh.close()
                 self._wfh = None
             self._save_position()
-            if self._wsize == 0 and self._rseg == self._wseg:  # nothing in the last segment
-                self._remove_segment(self._wseg)
+            if self._caught_up():  # everything delivered: leave no segment behind
+                for n in list(self._sizes):
+                    self._remove_segment(n)
 
     async def __aenter__(self) -> "SpoolingPublisher":
         return await self.start()

@@ -72,6 +72,9 @@ def test_unsupported_fields_are_null_and_not_asked_again(nv):
     assert d.power_w is None and d.pcie_replay is None and d.remapped_rows_pending is None
     assert d.temp_c is None and d.util_pct == 97.0
     assert d.retired_pages == 3
+    g.raises["nvmlDeviceGetCurrentClocksEventReasons"] = pynvml.NVMLError_FunctionNotFound()  # older driver
+    g.reasons = pynvml.nvmlClocksThrottleReasonHwThermalSlowdown
+    assert c.collect_sync()[1].data.throttle == ["hw_thermal"]  # through the legacy call
     calls = g.calls
     del g.raises["nvmlDeviceGetTemperature"]
     d2 = c.collect_sync()[1].data

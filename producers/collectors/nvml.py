@@ -137,8 +137,8 @@ class NvmlCollector(Collector):
         self._ecc_counter = nv.NVML_AGGREGATE_ECC if ecc == "aggregate" else nv.NVML_VOLATILE_ECC
         self._nvlink = nvlink
         self._throttle = [(getattr(nv, a), b) for a, b in THROTTLE_BITS if hasattr(nv, a)]
-        self._reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons")
+        self._legacy_reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        self._reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or self._legacy_reasons_fn
         self.gpus: list[_Gpu] = []
         self._xids: deque[tuple[int, int | None, str | None, int]] = deque(maxlen=max_pending_xids)
         self._stop = threading.Event()
@@ -295,6 +295,9 @@ class NvmlCollector(Collector):
         power = self._get(g, "power", lambda: nv.nvmlDeviceGetPowerUsage(h))
         sm = self._get(g, "sm_clock", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
         reasons = self._get(g, "throttle", lambda: self._reasons_fn(h))
+        if reasons is None and "throttle" in g.unsupported and self._legacy_reasons_fn is not None:
+            # binding newer than the driver: nvmlDeviceGetCurrentClocksEventReasons missing
+            reasons = self._get(g, "throttle_legacy", lambda: self._legacy_reasons_fn(h))
         sbe = self._get(g, "ecc_sbe", lambda: nv.nvmlDeviceGetTotalEccErrors(
             h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, self._ecc_counter))
         dbe = self._get(g, "ecc_dbe", lambda: nv.nvmlDeviceGetTotalEccErrors(

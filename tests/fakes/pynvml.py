@@ -166,7 +166,8 @@ def nvmlDeviceGetCurrentClocksEventReasons(h: FakeGpu) -> int:
     return _dev(h, "nvmlDeviceGetCurrentClocksEventReasons").reasons
 
 
-nvmlDeviceGetCurrentClocksThrottleReasons = nvmlDeviceGetCurrentClocksEventReasons
+def nvmlDeviceGetCurrentClocksThrottleReasons(h: FakeGpu) -> int:
+    return _dev(h, "nvmlDeviceGetCurrentClocksThrottleReasons").reasons
 
 
 def nvmlDeviceGetTotalEccErrors(h: FakeGpu, error_type: int, counter_type: int) -> int:
