@@ -78,7 +78,8 @@ for i in $(seq 1 100); do
   sleep 0.05
 done
 # ifTable/ifXTable cache off: every request reads the kernel (NET-SNMP-AGENT-MIB::nsCacheTimeout.<table> = 0)
-for t in .1.3.6.1.2.1.2.2 .1.3.6.1.2.1.31.1.1; do
+# (IFCACHE=keep leaves net-snmp's 3 s cache on, as a production agent would run)
+[ "${IFCACHE:-off}" = keep ] || for t in .1.3.6.1.2.1.2.2 .1.3.6.1.2.1.31.1.1; do
   ip netns exec "$LAB" snmpset -v2c -c private -Oq 127.0.0.1:$SNMP_PORT .1.3.6.1.4.1.8072.1.5.3.1.2$t i 0 >/dev/null 2>&1 || true
 done
 echo "ready $LAB 169.254.$OCT.2:$SNMP_PORT pid $(cat $D/snmpd.pid)"

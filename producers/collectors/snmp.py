@@ -45,6 +45,7 @@ from ...config import Settings
 from ...schemas import now_ms
 from ...schemas.events import NetLink, NetLinkData, NetPort, NetPortData
 from .base import Collector, add_common_args, new_id, run_collector
+from .snmp_ber import END_OF_MIB, EXCEPTIONS, NO_SUCH_OBJECT, SnmpTimeout, V2cClient
 from .snmp_traps import LinkTrap, TrapListener
 
 NAME = "snmp"
@@ -270,6 +271,7 @@ class SnmpCollector(Collector):
         self._engine = None
         self._auth: dict[str, Any] = {}
         self._transport: dict[str, Any] = {}
+        self._v2c: V2cClient | None = None
         self._by_agent: dict[str, Target] = {}
         for t in targets:
             for ip in [t.host, *t.trap_sources]:
@@ -309,38 +311,61 @@ class SnmpCollector(Collector):
             self._transport[t.name] = tr
         return tr
 
-    async def walk(self, t: Target) -> tuple[int | None, list[PortRow]]:
-        """sysUpTime and every ifTable/ifXTable row of one switch (GETBULK, all columns per request)."""
+    async def _request(self, t: Target, oids: list[tuple[int, ...]], non_repeaters: int) -> list[tuple[tuple[int, ...], Any]]:
+        """One GETBULK (GETNEXT for v1); varbinds as (oid tuple, int | bytes | sentinel).
+
+        v1/v2c go through the BER fast path (``snmp_ber``); v3 through pysnmp's USM."""
+        bulk = t.version != "1"
+        if t.version != "3":
+            if self._v2c is None:
+                self._v2c = V2cClient()
+            try:
+                err, eidx, vbs = await self._v2c.request(
+                    t.host, t.port, t.community.encode(), oids, version=0 if t.version == "1" else 1, bulk=bulk,
+                    non_repeaters=non_repeaters, max_repetitions=t.max_repetitions, timeout=t.timeout_s,
+                    retries=t.retries)
+            except SnmpTimeout as e:
+                raise TargetError(f"timeout: {e}") from None
+            if err:
+                raise TargetError(f"error status {err} at varbind {eidx}")
+            return vbs
         hl = self._hl()
         eng, auth, ctx = self._eng(), self._auth_for(t), hl.ContextData()
         tr = await self._transport_for(t)
+        req = [hl.ObjectType(hl.ObjectIdentity(o)) for o in oids]
+        err_ind, err_stat, err_idx, vbs = await hl.bulk_cmd(
+            eng, auth, tr, ctx, non_repeaters, t.max_repetitions, *req, lookupMib=False)
+        if err_ind:
+            raise TargetError(f"{err_ind}")
+        if err_stat and int(err_stat):
+            raise TargetError(f"error status {err_stat.prettyPrint()} at varbind {err_idx}")
+        return [(tuple(o), _plain(v)) for o, v in vbs]
+
+    async def walk(self, t: Target) -> tuple[int | None, list[PortRow]]:
+        """sysUpTime and every ifTable/ifXTable row of one switch (GETBULK, all columns per request)."""
         pos = {f: oid for f, oid in _COLS}
         active = [f for f, _ in _COLS]
         table: dict[str, dict[int, Any]] = {f: {} for f, _ in _COLS}
         uptime = None
         first = True
-        bulk = t.version != "1"
         for _ in range(100_000):
             if not active:
                 break
-            vbs_req = [hl.ObjectType(hl.ObjectIdentity(pos[f])) for f in active]
-            if first:
-                vbs_req.insert(0, hl.ObjectType(hl.ObjectIdentity(SYS_UPTIME)))
-            if bulk:
-                err_ind, err_stat, err_idx, vbs = await hl.bulk_cmd(
-                    eng, auth, tr, ctx, 1 if first else 0, t.max_repetitions, *vbs_req, lookupMib=False)
-            else:
-                err_ind, err_stat, err_idx, vbs = await hl.next_cmd(eng, auth, tr, ctx, *vbs_req, lookupMib=False)
-            if err_ind:
-                raise TargetError(f"{err_ind}")
-            if err_stat and int(err_stat):
-                raise TargetError(f"error status {err_stat.prettyPrint()} at varbind {err_idx}")
-            if first:
+            oids = [pos[f] for f in active]
+            if first and t.version != "1":
+                vbs = await self._request(t, [SYS_UPTIME, *oids], 1)
                 o, v = vbs[0]
-                if tuple(o)[:8] == SYS_UPTIME:
-                    uptime = int(v)
+                if o[:8] == SYS_UPTIME and isinstance(v, int):
+                    uptime = v
                 vbs = vbs[1:]
-                first = False
+            elif first:  # v1: no GETBULK; GETNEXT returns exactly one varbind per requested OID
+                vbs = await self._request(t, [SYS_UPTIME, *oids], 0)
+                o, v = vbs[0]
+                uptime = v if o[:8] == SYS_UPTIME and isinstance(v, int) else None
+                vbs = vbs[1:]
+            else:
+                vbs = await self._request(t, oids, 0)
+            first = False
             n = len(active)
             done: set[str] = set()
             progressed: set[str] = set()
@@ -349,9 +374,7 @@ class SnmpCollector(Collector):
                 if f in done:
                     continue
                 base = COLUMNS[f]
-                o = tuple(o)
-                if o[:len(base)] != base or len(o) != len(base) + 1 or v.__class__.__name__ in (
-                        "EndOfMibView", "NoSuchObject", "NoSuchInstance"):
+                if o[:len(base)] != base or len(o) != len(base) + 1 or v in EXCEPTIONS:
                     done.add(f)
                     continue
                 if o <= pos[f]:  # agent went backwards: stop this column rather than loop
@@ -367,11 +390,9 @@ class SnmpCollector(Collector):
             for f in ("in_errors", "out_errors", "in_discards", "out_discards", "in_octets", "out_octets",
                       "high_speed", "last_change"):
                 v = table[f].get(idx)
-                vals[f] = int(v) if v is not None else None
-            name = table["name"].get(idx)
-            descr = table["descr"].get(idx)
-            pname = (_text(name) or _text(descr) or str(idx))
-            rows.append(PortRow(idx, pname, int(oper), vals["last_change"], vals))
+                vals[f] = v if isinstance(v, int) and v >= 0 else None
+            pname = _text(table["name"].get(idx)) or _text(table["descr"].get(idx)) or str(idx)
+            rows.append(PortRow(idx, pname, oper if isinstance(oper, int) else None, vals["last_change"], vals))
         return uptime, rows
 
     # --------------------------------------------------------------- one round
@@ -497,6 +518,9 @@ class SnmpCollector(Collector):
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+        if self._v2c is not None:
+            self._v2c.close()
+            self._v2c = None
         if self._engine is not None:
             self._engine.close_dispatcher()
             self._engine = None
@@ -504,12 +528,24 @@ class SnmpCollector(Collector):
 
 
 def _text(v: Any) -> str:
-    if v is None:
-        return ""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace").strip("\x00 ").strip()
+    return "" if v is None else str(v)
+
+
+def _plain(v: Any) -> Any:
+    """pysnmp value -> the fast path's plain types (int, bytes, tuple, sentinels)."""
+    name = v.__class__.__name__
+    if name == "EndOfMibView":
+        return END_OF_MIB
+    if name in ("NoSuchObject", "NoSuchInstance"):
+        return NO_SUCH_OBJECT
+    if hasattr(v, "asOctets"):
+        return v.asOctets()
     try:
-        return v.asOctets().decode("utf-8", "replace").strip("\x00 ").strip()
-    except AttributeError:
-        return str(v)
+        return int(v)
+    except (TypeError, ValueError):
+        return tuple(v)
 
 
 # ------------------------------------------------------------------ CLI
