@@ -561,9 +561,7 @@ class FindingsTracker:
         findings that are new or whose count grew since they were last returned."""
         now = self.now if now_ms is None else now_ms
         self.now = max(self.now, now)
-        out: list[Finding] = []
-        for w in self.cfg.windows_ms:
-            out.extend(self._offenders(now, w))
+        out = self._all_offenders(now)
         out.extend(self._change_findings(now))
         self._prune(now)
         fresh = []
@@ -586,10 +584,22 @@ class FindingsTracker:
     def snapshot(self, now_ms: int | None = None) -> list[Finding]:
         """Every currently significant finding (not only the changed ones)."""
         now = self.now if now_ms is None else now_ms
-        out: list[Finding] = []
-        for w in self.cfg.windows_ms:
-            out.extend(self._offenders(now, w))
+        out = self._all_offenders(now)
         out.extend(self._change_findings(now))
+        return out
+
+    def _all_offenders(self, now: int) -> list[Finding]:
+        """Every window's offenders; a longer window that holds nothing more than a shorter
+        one (same count and exposure for the subject) adds no finding of its own."""
+        out: list[Finding] = []
+        seen: dict[tuple[str, str], tuple[int, float]] = {}
+        for w in sorted(self.cfg.windows_ms):
+            for f in self._offenders(now, w):
+                key = (f.dimension, f.subject)
+                if seen.get(key) == (f.count, f.exposure):
+                    continue
+                seen[key] = (f.count, f.exposure)
+                out.append(f)
         return out
 
     def exposure(self, now: int, window_ms: int) -> dict[str, list[float]]:
