@@ -50,3 +50,38 @@ def test_versions_at_start_and_on_change_with_state(tmp_path, monkeypatch):
         ("driver", "550.54.15", "570.86.10"), ("kernel", "6.1.0", "(absent)")]
     c3 = InventoryCollector("gpu-017", state_path=state, gather_fn=lambda: dict(stack))
     assert [e.kind for e in c3.collect_sync()] == ["inventory.versions"]  # start: versions only
+
+
+def test_nccl_from_a_running_process_that_loaded_it(tmp_path):
+    """A process maps site-packages/nvidia/nccl/lib/libnccl.so.2 (any real ELF library under
+    that name, loaded with ctypes): the version comes from the wheel's dist-info beside it."""
+    import ctypes.util
+    import shutil
+    import subprocess
+    import sys
+
+    from faultline.producers.collectors.inventory import nccl_loaded
+
+    src = ctypes.util.find_library("z") or ctypes.util.find_library("m")
+    assert src, "no small shared library to stand in for libnccl"
+    import glob as _g
+    real = next((p for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+                             "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+                 for p in _g.glob(f"{d}/{src}*")), None)
+    if real is None:
+        import pytest
+        pytest.skip(f"cannot locate {src} on disk")
+    sp = tmp_path / "site-packages"
+    lib = sp / "nvidia" / "nccl" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy(real, lib / "libnccl.so.2")
+    (sp / "nvidia_nccl_cu12-2.21.5.dist-info").mkdir()
+    p = subprocess.Popen([sys.executable, "-c",
+                          f"import ctypes,time; ctypes.CDLL({str(lib / 'libnccl.so.2')!r}); print('ok', flush=True); "
+                          "time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"ok"
+        assert nccl_loaded() == "2.21.5"
+    finally:
+        p.kill()
+        p.wait()

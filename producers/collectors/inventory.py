@@ -11,7 +11,7 @@ Components and where they come from (each one only if readable; missing ones are
 |---|---|
 | driver | NVML ``nvmlSystemGetDriverVersion``, else ``/proc/driver/nvidia/version``, ``/sys/module/nvidia/version`` |
 | cuda | NVML ``nvmlSystemGetCudaDriverVersion`` (12080 -> ``12.8``), else ``CUDA_VERSION`` |
-| nccl | ``NCCL_VERSION`` env (NGC images), a ``libnccl.so.2.X.Y`` file in the library dirs, the ``nvidia-nccl-cu*`` wheel, dpkg ``libnccl2`` |
+| nccl | ``NCCL_VERSION`` env (NGC images), the libnccl a running process loaded (``/proc/*/maps``), a ``libnccl.so.2.X.Y`` file in the library dirs, the ``nvidia-nccl-cu*`` wheel, dpkg ``libnccl2`` |
 | gpu_firmware | NVML ``nvmlDeviceGetVbiosVersion`` (distinct values joined with ``,``) |
 | bmc_firmware | ``ipmitool mc info`` "Firmware Revision" (only with ``/dev/ipmi0``) |
 | bios | ``/sys/class/dmi/id/bios_version`` |
@@ -105,9 +105,55 @@ def cuda_version(nv: ModuleType | None) -> str | None:
     return os.environ.get("CUDA_VERSION")
 
 
+def _nccl_version_of(lib: str) -> str | None:
+    """Version of a libnccl.so path: from its file name (libnccl.so.2.21.5), or for the pip
+    wheel (site-packages/nvidia/nccl/lib/libnccl.so.2) from the wheel's dist-info."""
+    m = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)$", lib)
+    if m:
+        return m.group(1)
+    try:
+        real = os.path.realpath(lib)
+    except OSError:
+        real = lib
+    m = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)$", real)
+    if m:
+        return m.group(1)
+    i = lib.find("/nvidia/nccl/lib/")
+    if i > 0:
+        for d in glob.glob(os.path.join(lib[:i], "nvidia_nccl_cu*-*.dist-info")):
+            return os.path.basename(d).split("-")[1].replace(".dist", "")
+    return None
+
+
+def nccl_loaded(proc: str = "/proc", max_procs: int = 4000) -> str | None:
+    """NCCL as loaded by a running process (e.g. the training job): its ``maps``."""
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids[:max_procs]:
+        try:
+            with open(f"{proc}/{pid}/maps", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        i = data.find(b"libnccl.so")
+        if i < 0:
+            continue
+        start = data.rfind(b" ", 0, i) + 1
+        end = data.find(b"\n", i)
+        v = _nccl_version_of(data[start:end if end > 0 else None].decode(errors="replace").strip())
+        if v:
+            return v
+    return None
+
+
 def nccl_version() -> str | None:
     if os.environ.get("NCCL_VERSION"):
         return os.environ["NCCL_VERSION"]
+    v = nccl_loaded()
+    if v:
+        return v
     for d in LIB_DIRS:
         for p in sorted(glob.glob(os.path.join(d, "libnccl.so.2.*"))):
             m = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)$", p)

@@ -21,7 +21,6 @@ counted in ``stats['no_job']`` and logged at debug level. XIDs are node-scoped a
 from __future__ import annotations
 
 import argparse
-import asyncio
 import errno
 import logging
 import os
@@ -108,7 +107,7 @@ def nvidia_proc_pci_map(root: str = "/proc/driver/nvidia/gpus") -> dict[str, int
 
 def nvml_pci_map() -> dict[str, int]:
     try:
-        from .nvml import NvmlCollector, NvmlUnavailable, load_nvml
+        from .nvml import NvmlCollector, load_nvml
 
         c = NvmlCollector(nvml=load_nvml(), xid_events=False)
     except Exception:

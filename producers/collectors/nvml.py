@@ -28,7 +28,6 @@ import importlib.util
 import logging
 import re
 import threading
-import time
 from collections import deque
 from types import ModuleType
 from typing import Any, Callable

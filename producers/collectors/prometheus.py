@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-from typing import Iterable
 
 from ...config import Settings
 from ...schemas import Envelope, now_ms
