@@ -3,6 +3,7 @@ and truncation; XID PCI -> GPU index through the fake NVML."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -81,3 +82,32 @@ def test_job_from_slurm_environment(tmp_path, monkeypatch):
     write(log, OOM, mode="w")
     c = KernelCollector("n1", file=str(log), from_start=True, pci_map={})
     assert [e.job for e in c.collect_sync()] == ["777"]
+
+
+def test_real_dev_kmsg(monkeypatch):
+    """The real kernel ring buffer: lines written to /dev/kmsg (root) come back through the
+    collector's /dev/kmsg reader with kernel timestamps."""
+    import time
+    import uuid
+
+    from faultline.producers.collectors.kernel import KmsgSource
+
+    try:
+        src = KmsgSource()
+        fd = os.open("/dev/kmsg", os.O_WRONLY)
+    except OSError as e:
+        pytest.skip(f"/dev/kmsg not readable/writable here ({e.strerror}): needs root")
+    tag = f"faultline-test-{uuid.uuid4().hex[:8]}"
+    try:
+        os.write(fd, f"{tag}: INFO: task python:4243 blocked for more than 120 seconds.\n".encode())
+        os.write(fd, f"{tag}: NVRM: Xid (PCI:0000:48:00): 79, pid=1, GPU has fallen off the bus.\n".encode())
+    finally:
+        os.close(fd)
+    c = KernelCollector("n1", source=src, pci_map={"0000:48:00": 3}, jobs=JobResolver("n1", "42"))
+    now = int(time.time() * 1000)
+    evs = [e for e in c.collect_sync() if tag in e.data.message]
+    assert [e.kind for e in evs] == ["runtime.log", "gpu.xid"]
+    assert evs[0].job == "42" and evs[0].data.signature == "hung_task"
+    assert evs[1].data.gpu == 3 and evs[1].data.xid == 79
+    assert all(abs(e.ts - now) < 60_000 for e in evs)  # kernel monotonic time -> epoch ms
+    asyncio.run(c.close())
