@@ -49,7 +49,9 @@ def sched_node(plan: Plan, node: int, ts: int, state: str, reason: str | None) -
 
 
 def drain(sch: Scheduler, node: int, ts: int, reason: str, repair_ms: int | None = None, state: str = "drain",
-          reboot: bool = True) -> None:
+          reboot: bool = True) -> int:
+    """Take ``node`` out of service at ``ts``; back (rebooted, counters reset) after ``repair_ms``.
+    Returns the ts the node is back (INF when never)."""
     plan = sch.plan
     until = ts + repair_ms if repair_ms else INF
     plan.drained[node] = until
@@ -67,6 +69,8 @@ def drain(sch: Scheduler, node: int, ts: int, reason: str, repair_ms: int | None
             plan.ov.add_node(node, rts - 9 * MIN, rts - 4 * MIN, down=True)
         sched_node(plan, node, rts, "idle", None)
         sch.push(rts, "repair", node)
+        return rts
+    return INF
 
 
 def pids(plan: Plan, att: Attempt) -> list[int]:
@@ -208,7 +212,6 @@ def f_gpu_xid79(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     node, gpu, crank = _culprit_gpu(plan, att, spec)
     if r.random() < 0.5:  # PCIe replays often climb before a GPU drops off the bus
         plan.ov.add_gpu(node, gpu, t - r.randrange(8, 30) * MIN, t, pcie_rate=(0.01, 2.0))
-    plan.ov.add_gpu(node, gpu, t, t + 6 * 3600 * MS, gone=True)
     pid = pids(plan, att)
     xid_event(plan, node, gpu, 79, t, pid[crank], att, crank)
     n = plan.cluster.nodes[node]
@@ -216,8 +219,8 @@ def f_gpu_xid79(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     rlog(plan, att, t + 6, node, crank, "kernel", f"NVRM: GPU Board Serial Number: {n.serial}{gpu}")
     if r.random() < 0.65:
         end = cascade_hang(sch, att, t, {crank})
-        drain(sch, node, end + r.randrange(5_000, 60_000), f"NHC: nv_health: GPU {gpu} Xid 79 fallen off the bus",
-              r.randrange(60, 180) * MIN)
+        back = drain(sch, node, end + r.randrange(5_000, 60_000), f"NHC: nv_health: GPU {gpu} Xid 79 fallen off the bus",
+                     r.randrange(60, 180) * MIN)
     else:  # the node wedges; slurmctld marks it down and fails the job
         down = t + r.randrange(60_000, 300_000)
         sched_node(plan, node, down, "down", "Not responding")
@@ -228,7 +231,8 @@ def f_gpu_xid79(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         rlog(plan, att, end - 200, None, None, "stderr", M.slurm_cancelled(att.job.id, plan.name(att.nodes[0]), end,
                                                                             "DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"))
         plan.drained[node] = INF
-        drain(sch, node, end + 2000, "Not responding", r.randrange(60, 200) * MIN, state="down")
+        back = drain(sch, node, end + 2000, "Not responding", r.randrange(60, 200) * MIN, state="down")
+    plan.ov.add_gpu(node, gpu, t, back - 4 * MIN, gone=True)
     label(att, "gpu_hardware", f"gpu:{plan.name(node)}/{gpu}", "gpu_xid79",
           f"GPU {gpu} on {plan.name(node)} fell off the bus (Xid 79)")
     finish(sch, att, spec)
@@ -248,7 +252,7 @@ def f_gpu_ecc(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     plan.ov.add_gpu(node, gpu, pre, t, sbe_rate=r.uniform(0.05, 0.5))
     if r.random() < 0.5:
         xid_event(plan, node, gpu, 92, pre + r.randrange(1, 8) * MIN, None, None)
-    plan.ov.add_gpu(node, gpu, t, t + 12 * 3600 * MS, dbe=r.randrange(1, 4), remap=1)
+    dbe = r.randrange(1, 4)
     if code == 64:
         xid_event(plan, node, gpu, 63, t - 2000, pid[crank], att, crank)
     xid_event(plan, node, gpu, code, t, pid[crank], att, crank)
@@ -260,8 +264,10 @@ def f_gpu_ecc(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         for g2 in range(att.job.gpn):  # sympathetic Xid 45: channels of other processes torn down
             if g2 != gpu and r.random() < 0.3:
                 xid_event(plan, node, g2, 45, t + r.randrange(1000, 4000), pid[att.rank_of(node, g2)], None)
-    drain(sch, node, end + r.randrange(5_000, 120_000), f"NHC: GPU {gpu} ECC DBE / row remap pending",
-          r.randrange(40, 120) * MIN)
+    back = drain(sch, node, end + r.randrange(5_000, 120_000), f"NHC: GPU {gpu} ECC DBE / row remap pending",
+                 r.randrange(40, 120) * MIN)
+    plan.ov.add_gpu(node, gpu, t, back - 4 * MIN, dbe=dbe, remap=1)
+    plan.ov.add_gpu(node, gpu, back - 4 * MIN, INF, dbe=dbe)
     label(att, "gpu_hardware", f"gpu:{plan.name(node)}/{gpu}", "gpu_ecc",
           f"uncorrectable memory error on GPU {gpu} of {plan.name(node)} (Xid {code})")
     finish(sch, att, spec)
@@ -327,13 +333,19 @@ def f_node_hw(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     plan.add(t, mk(t, "hw.sel", src, {"entry_id": str(r.randrange(100, 9000)), "severity": "critical", "sensor_type": st,
                                       "message_id": mid, "message": msg}, node=n.name))
     down_from = t + r.randrange(2_000, 30_000)
-    # the node is gone: host telemetry stops, its switch ports lose link
-    plan.ov.add_node(node, down_from, down_from + 4 * 3600 * MS, down=True)
+    end = down_from + r.randrange(200_000, 320_000)
+    repair_ms = r.randrange(120, 300) * MIN
+    back = end + 3000 + repair_ms - 4 * MIN  # power restored / rebooted
+    # the node is gone: host telemetry stops, its switch ports lose link until it is back
+    plan.ov.add_node(node, down_from, back, down=True)
     for k, lk in enumerate(n.links):
         pi = plan.cluster.port_index[(lk.switch, lk.port)]
-        plan.ov.add_port(pi, down_from, down_from + 4 * 3600 * MS, down=True)
+        plan.ov.add_port(pi, down_from, back, down=True)
         ts = down_from + r.randrange(50, 900)
         plan.add(ts, mk(ts, "net.link", f"snmp@{lk.switch}", {"device": lk.switch, "port": lk.port, "state": "down"},
+                        node=n.name))
+        ts = back + r.randrange(30_000, 90_000)
+        plan.add(ts, mk(ts, "net.link", f"snmp@{lk.switch}", {"device": lk.switch, "port": lk.port, "state": "up"},
                         node=n.name))
     for rk in r.sample(range(len(att.nodes) * att.job.gpn), min(6, len(att.nodes) * att.job.gpn)):
         if att.nodes[rk // att.job.gpn] == node:
@@ -345,14 +357,15 @@ def f_node_hw(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
              M.nccl_ib_completion_error(me.name, pids(plan, att)[rk], pids(plan, att)[rk] + 900, rk % att.job.gpn, lk.ip,
                                         me.links[rk % len(me.links)].ip, lk.ip, r))
     sched_node(plan, node, down_from + r.randrange(60_000, 200_000), "down", "Not responding")
-    end = down_from + r.randrange(200_000, 320_000)
     rlog(plan, att, end - 500, None, None, "stderr", M.srun_node_fail(n.name))
     rlog(plan, att, end - 200, None, None, "stderr", M.slurm_cancelled(att.job.id, plan.name(att.nodes[0]), end,
                                                                         "DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"))
     att.halt_ts = down_from
     att.forced_end = (end, "node_fail", None, None, "NodeFail")
     plan.drained[node] = INF
-    drain(sch, node, end + 3000, f"{st} failure: {msg[:60]}", r.randrange(120, 300) * MIN, state="down")
+    drain(sch, node, end + 3000, f"{st} failure: {msg[:60]}", repair_ms, state="down", reboot=False)
+    plan.ov.reboots[node].append(back)
+    plan.ov.reboots[node].sort()
     label(att, "node_hardware", f"node:{n.name}", f"node_{variant}", f"{n.name}: {msg}")
     finish(sch, att, spec)
     return True
@@ -565,6 +578,15 @@ def _mount(plan: Plan, path: str):
     return next(m for m in plan.cluster.mounts if m.path == path)
 
 
+def mount_events(plan: Plan, path: str, nodes, t: int, state: str, error: str | None, spread_ms: int = 20_000) -> None:
+    """The mount watcher on each node reports a state change within seconds."""
+    r = plan.rng
+    for i in sorted(nodes):
+        ts = t + r.randrange(500, spread_ms)
+        plan.add(ts, mk(ts, "storage.mount", f"node_exporter@{plan.name(i)}", {"path": path, "state": state, "error": error},
+                        node=plan.name(i)))
+
+
 def f_storage_slow(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     plan = sch.plan
     r = plan.rng
@@ -629,6 +651,8 @@ def f_storage_unavail(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     if path == "/datasets":
         state, err = r.choice((("stale", "Stale file handle"), ("missing", "mount point not found")))
         plan.ov.add_storage(path, t, t + dur, nodes=affected, state=state, error=err)
+        mount_events(plan, path, affected, t, state, err)
+        mount_events(plan, path, affected, t + dur, "ok", None)
         for i in att.nodes[:3]:
             rlog(plan, att, t + r.randrange(100, 3000), i, None, "kernel",
                  M.lustre_evicted("datafs", m.server or "") if m.fs_type == "lustre" else M.nfs_timed_out(m.server or ""))
@@ -636,7 +660,6 @@ def f_storage_unavail(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         cascade_fast(sch, att, t + r.randrange(2_000, 40_000), crank, M.dataloader_stale(path, r))
     else:
         state, err = "readonly", "Read-only file system"
-        plan.ov.add_storage(path, t, t + dur, nodes=affected, state=state, error=err)
         att.ckpt_fail_after = t
         att.ckpt_fail_err = f"OSError: [Errno 30] Read-only file system: '{path}/{job.user}/{job.name}'"
         att.ckpt_fail_after_s = r.uniform(0.5, 5)
@@ -644,11 +667,14 @@ def f_storage_unavail(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         plan.rebuild(att)
         if att.ckpt_fail_ts is None:
             att.ckpt_fail_after = None
-            plan.ov.storage[path].pop()
             plan.rebuild(att)
             att.fault = None
             return False
         ft = att.ckpt_fail_ts
+        ro = ft - r.randrange(1, 10) * MIN  # the server remounted read-only shortly before the save
+        plan.ov.add_storage(path, ro, ro + dur, nodes=affected, state=state, error=err)
+        mount_events(plan, path, affected, ro, state, err)
+        mount_events(plan, path, affected, ro + dur, "ok", None)
         cascade_fast(sch, att, ft + 200, 0, M.ckpt_oserror(30, f"{path}/{job.user}/{job.name}/step_tmp.pt"))
     label(att, "storage_unavailable", f"path:{path}", "storage_unavailable", f"{path} went {state} ({err})")
     finish(sch, att, spec)
@@ -678,6 +704,7 @@ def f_storage_full(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     plan.ov.add_storage(path, fill_from, ft - 60_000, used_pct=(_mount(plan, path).base_used_pct + 2, 99.6))
     plan.ov.add_storage(path, ft - 60_000, ft + 3 * 3600 * MS, used_pct=100.0, state="full",
                         error="No space left on device")
+    mount_events(plan, path, range(len(plan.cluster.nodes)), ft - 60_000, "full", "No space left on device", 60_000)
     cascade_fast(sch, att, ft + 300, 0, M.ckpt_oserror(28, f"{path}/{job.user}/{job.name}/step_tmp.pt"))
     label(att, "storage_full", f"path:{path}", "storage_full", f"{path} filled up; checkpoint write hit ENOSPC")
     finish(sch, att, spec)
