@@ -196,3 +196,41 @@ def test_topology_from_inventory_events(tmp_path):
     f = tmp_path / "topo.jsonl"
     f.write_bytes(orjson.dumps(ev) + b"\n")
     assert load_topology(f) == {("leaf-03", "Eth1/7"): "gpu03"}
+
+
+def test_ber_fast_path_agrees_with_pyasn1():
+    """The v1/v2c codec of snmp_ber against pysnmp's own message classes, both directions."""
+    from pyasn1.codec.ber import decoder, encoder
+    from pysnmp.proto import api
+
+    from faultline.producers.collectors.snmp_ber import END_OF_MIB, GET_BULK, decode_response, encode_request
+
+    pmod = api.PROTOCOL_MODULES[api.SNMP_VERSION_2C]
+    req = encode_request(1, b"public", GET_BULK, 123456, [(1, 3, 6, 1, 2, 1, 1, 3), (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 6)],
+                         non_repeaters=1, max_repetitions=25)
+    msg, rest = decoder.decode(req, asn1Spec=pmod.Message())
+    pdu = pmod.apiMessage.get_pdu(msg)
+    assert rest == b"" and str(pmod.apiMessage.get_community(msg)) == "public"
+    assert int(pmod.apiBulkPDU.get_request_id(pdu)) == 123456
+    assert int(pmod.apiBulkPDU.get_non_repeaters(pdu)) == 1 and int(pmod.apiBulkPDU.get_max_repetitions(pdu)) == 25
+    assert [tuple(o) for o, _ in pmod.apiBulkPDU.get_varbinds(pdu)] == [(1, 3, 6, 1, 2, 1, 1, 3), (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 6)]
+
+    resp = pmod.GetResponsePDU()
+    pmod.apiPDU.set_defaults(resp)
+    pmod.apiPDU.set_request_id(resp, 987654321)
+    pmod.apiPDU.set_varbinds(resp, [
+        ((1, 3, 6, 1, 2, 1, 1, 3, 0), pmod.TimeTicks(4294967295)),
+        ((1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 6, 300), pmod.Counter64(2 ** 64 - 1)),
+        ((1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1, 300), pmod.OctetString(b"Ethernet1/7")),
+        ((1, 3, 6, 1, 2, 1, 2, 2, 1, 8, 300), pmod.Integer(-5)),
+        ((1, 3, 6, 1, 4, 1, 99999, 1), pmod.ObjectIdentifier((1, 3, 6, 1, 6, 3, 1, 1, 5, 3))),
+        ((1, 3, 6, 1, 2, 1, 99), pmod.EndOfMibView()),
+    ])
+    m = pmod.Message()
+    pmod.apiMessage.set_defaults(m)
+    pmod.apiMessage.set_community(m, "public")
+    pmod.apiMessage.set_pdu(m, resp)
+    rid, err, eidx, vbs = decode_response(encoder.encode(m))
+    assert (rid, err, eidx) == (987654321, 0, 0)
+    assert [v for _, v in vbs] == [4294967295, 2 ** 64 - 1, b"Ethernet1/7", -5, (1, 3, 6, 1, 6, 3, 1, 1, 5, 3), END_OF_MIB]
+    assert vbs[1][0] == (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 6, 300) and vbs[4][0] == (1, 3, 6, 1, 4, 1, 99999, 1)
