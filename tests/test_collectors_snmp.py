@@ -234,3 +234,27 @@ def test_ber_fast_path_agrees_with_pyasn1():
     assert (rid, err, eidx) == (987654321, 0, 0)
     assert [v for _, v in vbs] == [4294967295, 2 ** 64 - 1, b"Ethernet1/7", -5, (1, 3, 6, 1, 6, 3, 1, 1, 5, 3), END_OF_MIB]
     assert vbs[1][0] == (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 6, 300) and vbs[4][0] == (1, 3, 6, 1, 4, 1, 99999, 1)
+
+
+async def test_topology_from_fl_inventory(snmp_lab, settings, contract_topics):
+    """Ports map to nodes from inventory.topology events on Kafka; the latest per node wins."""
+    from faultline.producers.publish import Publisher
+    from faultline.schemas.events import InventoryTopology, InventoryTopologyData, TopologyLink
+
+    await contract_topics(partitions=2)
+
+    def topo(node, port, i):
+        return InventoryTopology(v=1, id=f"topo-{node}-{i}", ts=1795960000000 + i, source="inv", node=node,
+                                 data=InventoryTopologyData(links=[TopologyLink(nic="mlx5_0", switch="leaf-k", port=port)]))
+
+    async with Publisher(settings) as pub:
+        await pub.send_many([topo("gpu11", "swp2", 1), topo("gpu12", "swp1", 2), topo("gpu11", "mgmt0", 3)])
+        await pub.flush()
+    col = SnmpCollector([Target(name="leaf-k", host=snmp_lab.host, port=snmp_lab.port, timeout_s=1)],
+                        topology_settings=settings)
+    try:
+        evs = await col.collect()
+    finally:
+        await col.close()
+    ports = ports_of(evs, "leaf-k")
+    assert (ports["swp1"].node, ports["swp2"].node, ports["mgmt0"].node) == ("gpu12", None, "gpu11")

@@ -227,6 +227,47 @@ def topology_from_events(events: Iterable[Any]) -> dict[tuple[str, str], str]:
     return out
 
 
+async def topology_from_kafka(settings: Settings, timeout_s: float = 15.0) -> dict[tuple[str, str], str]:
+    """Read ``fl.inventory`` from the beginning to its current end; the latest
+    ``inventory.topology`` of each node wins. Undecodable records are skipped (they are the
+    dead-letter path's business, not the poller's)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from ...schemas import decode
+
+    topic = settings.topic("fl.inventory")
+    # subscribed through the constructor: its metadata (partitions) is loaded by start()
+    c = AIOKafkaConsumer(topic, **settings.kafka_kwargs(), enable_auto_commit=False, auto_offset_reset="earliest")
+    await c.start()
+    latest: dict[str, list[tuple[str, str]]] = {}
+    try:
+        parts = c.partitions_for_topic(topic)
+        if not parts:
+            return {}
+        end = await c.end_offsets([TopicPartition(topic, p) for p in parts])
+        todo = {tp: off for tp, off in end.items() if off > 0}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while todo and loop.time() < deadline:
+            batch = await c.getmany(timeout_ms=500)
+            for tp, msgs in batch.items():
+                for m in msgs:
+                    try:
+                        ev = decode(m.value)
+                    except Exception:  # noqa: BLE001 - skip what the contract rejects
+                        continue
+                    if ev.kind == "inventory.topology":
+                        latest[ev.node] = [(ln.switch, ln.port) for ln in ev.data.links]
+                if msgs and msgs[-1].offset + 1 >= todo.get(tp, 0):
+                    todo.pop(tp, None)
+        if todo:
+            log.warning("fl.inventory not read to its end within %.0f s: topology may be partial", timeout_s,
+                        extra={"collector": NAME})
+    finally:
+        await c.stop()
+    return {key: node for node, links in latest.items() for key in links}
+
+
 # ------------------------------------------------------------------ polling
 @dataclass
 class PortRow:
@@ -260,7 +301,8 @@ class SnmpCollector(Collector):
     interval_s = INTERVAL_S
 
     def __init__(self, targets: list[Target], *, topology: dict[tuple[str, str], str] | None = None,
-                 concurrency: int = 64, deadline_s: float = 60.0) -> None:
+                 concurrency: int = 64, deadline_s: float = 60.0, topology_settings: Settings | None = None,
+                 topology_refresh_s: float = 300.0) -> None:
         if not targets:
             raise SnmpConfigError("no switches to poll: give --targets FILE or --target NAME=HOST[:PORT]")
         self.targets = targets
@@ -280,6 +322,22 @@ class SnmpCollector(Collector):
         self._trap_buffer: list[NetLink] = []
         self.on_trap_events: Callable[[list[NetLink]], Any] | None = None
         self.rows_polled = 0
+        #: read the topology from fl.inventory (merged over the file's) every topology_refresh_s
+        self.topology_settings = topology_settings
+        self.topology_refresh_s = topology_refresh_s
+        self._file_topology = dict(self.topology)
+        self._topology_at: float | None = None
+
+    async def refresh_topology(self) -> None:
+        try:
+            live = await topology_from_kafka(self.topology_settings)  # type: ignore[arg-type]
+        except Exception as e:  # noqa: BLE001 - keep polling with what we have
+            log.warning("topology from fl.inventory unavailable (%s): keeping the previous map", e,
+                        extra={"collector": NAME})
+            return
+        finally:
+            self._topology_at = time.monotonic()
+        self.topology = {**self._file_topology, **live}
 
     # --------------------------------------------------------------- pysnmp plumbing
     def _hl(self):
@@ -397,6 +455,9 @@ class SnmpCollector(Collector):
 
     # --------------------------------------------------------------- one round
     async def collect(self) -> list[NetPort | NetLink]:
+        if self.topology_settings is not None and (
+                self._topology_at is None or time.monotonic() - self._topology_at > self.topology_refresh_s):
+            await self.refresh_topology()
         results = await asyncio.gather(*(self._poll(t) for t in self.targets))
         out: list[NetPort | NetLink] = []
         for evs in results:
@@ -562,6 +623,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a v2c switch (community from $SNMP_COMMUNITY, else 'public'); repeatable")
     p.add_argument("--topology", metavar="FILE", help="node -> [{nic, switch, port, segment}] (JSON/TOML) "
                    "or JSON lines of inventory.topology events")
+    p.add_argument("--topology-kafka", action="store_true",
+                   help="also map ports to nodes from the inventory.topology events on fl.inventory")
     p.add_argument("--trap-listen", metavar="HOST:PORT", help="receive linkUp/linkDown traps here (v1/v2c)")
     p.add_argument("--trap-community", action="append", default=None,
                    help="accept traps only with this community (repeatable; default any)")
@@ -587,7 +650,8 @@ def build(args: argparse.Namespace, settings: Settings) -> SnmpCollector:
             cfg["retries"] = args.retries
         targets.append(target_from_dict(cfg, where="--target"))
     topo = load_topology(args.topology) if args.topology else None
-    return SnmpCollector(targets, topology=topo, concurrency=args.concurrency)
+    return SnmpCollector(targets, topology=topo, concurrency=args.concurrency,
+                         topology_settings=settings if args.topology_kafka else None)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
