@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -75,6 +76,9 @@ class Stats:
         self.incidents = 0
         self.pushes = 0
         self.watermark = 0
+        self.node_busy_ms = 0
+        self.job_busy_ms = 0
+        self.batches = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -227,10 +231,13 @@ def install(app: faust.App, settings: Settings) -> None:
     @app.agent(node_topic, name="faultline.node_events")
     async def node_events(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
+            t0 = time.perf_counter()
             try:
                 await _node_batch(batch)
             except Exception:  # noqa: BLE001 - log and go on; never kill the agent
                 log.exception("node batch failed", extra={"size": len(batch)})
+            stats.node_busy_ms += int((time.perf_counter() - t0) * 1000)
+            stats.batches += 1
 
     async def _node_batch(batch: list[Any]) -> None:
         sd = sides()
@@ -276,10 +283,12 @@ def install(app: faust.App, settings: Settings) -> None:
     @app.agent(job_topic, name="faultline.job_events")
     async def job_events(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
+            t0 = time.perf_counter()
             try:
                 await _job_batch(batch)
             except Exception:  # noqa: BLE001
                 log.exception("job batch failed", extra={"size": len(batch)})
+            stats.job_busy_ms += int((time.perf_counter() - t0) * 1000)
 
     def ensure_partition_loaded(sd: _Sides, part: int) -> None:
         """After (re)start or rebalance: load every job of ``part`` from the table, so its

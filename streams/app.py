@@ -92,6 +92,9 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
         broker_commit_every=1000,
         broker_commit_interval=1.0,
         stream_wait_empty=False,
+        # a crashed worker's partitions move to the others after 15 s (default 60 s)
+        broker_session_timeout=15.0,
+        broker_heartbeat_interval=3.0,
         table_cleanup_interval=60.0,
         autodiscover=False,
     )
@@ -99,14 +102,19 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
     app = faust.App(app_id, **options)
     app.faultline_settings = settings  # type: ignore[attr-defined]
     if install:
-        from . import agents
-
-        agents.install(app, settings)
-        from . import agents_findings  # proactive findings (H3c): fleet-wide tracker agent
-
-        agents_findings.install(app, settings)
-        register_views(app)
+        install_all(app, settings)
     return app
+
+
+def install_all(app: faust.App, settings: Settings) -> None:
+    """Install the agents of every piece and register the optional web views."""
+    from . import agents
+
+    agents.install(app, settings)
+    from . import agents_findings  # proactive findings (H3c): fleet-wide tracker agent
+
+    agents_findings.install(app, settings)
+    register_views(app)
 
 
 def register_views(app: faust.App, modules: tuple[str, ...] = VIEW_MODULES) -> list[str]:

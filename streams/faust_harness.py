@@ -42,13 +42,14 @@ class WorkerProcess:
     """
 
     def __init__(self, settings: Settings, workdir: str | Path, *, app_id: str | None = None,
-                 loglevel: str = "warning", web_port: int | None = None) -> None:
+                 loglevel: str = "warning", web_port: int | None = None, sink: bool = False) -> None:
         self.settings = settings
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.app_id = app_id
         self.loglevel = loglevel
         self.web_port = web_port
+        self.sink = sink
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / "worker.log"
 
@@ -59,6 +60,8 @@ class WorkerProcess:
             cmd += ["--app-id", self.app_id]
         if self.web_port is not None:
             cmd += ["--web-port", str(self.web_port)]
+        if not self.sink:
+            cmd.append("--no-sink")
         fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, env=worker_env(self.settings), stdout=fh, stderr=fh,
                                      start_new_session=True)

@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "unless FAULTLINE_WEB_PORT is set)")
     p.add_argument("--app-id", default=None,
                    help="Faust app id = consumer group (default derived from the topic prefix)")
+    p.add_argument("--no-sink", action="store_true",
+                   help="do not write events and outputs to the ClickHouse/chDB store (another "
+                        "process sinks them, or several workers share an embedded chDB store)")
     p.add_argument("--loglevel", default=None, choices=["debug", "info", "warning", "error"],
                    help="log level (default: settings.log_level)")
     p.set_defaults(func=run)
@@ -51,8 +54,24 @@ def run(args: argparse.Namespace) -> int:
     web_port = args.web_port
     if web_port is None and os.environ.get("FAULTLINE_WEB_PORT"):
         web_port = settings.web_port
+    sink = None
+    if not args.no_sink:
+        from ..streams.faust_sink import open_sink
+
+        try:
+            sink = open_sink(settings)
+        except Exception as e:  # StoreLocked, StoreError: say what and what to do
+            raise CliError(f"cannot open the store at {settings.store_path}: {e}; run one worker per "
+                           "embedded chDB store (others with --no-sink) or set FAULTLINE_CLICKHOUSE_URL") from None
     app = create_app(settings, app_id=args.app_id, web_enabled=web_port is not None,
-                     web_port=web_port, datadir=workdir / "faust")
+                     web_port=web_port, datadir=workdir / "faust", install=False)
+    from ..streams.app import install_all
+
+    if sink is not None:
+        from ..streams import faust_sink
+
+        faust_sink.install(app, settings, *sink)
+    install_all(app, settings)
     loglevel = (args.loglevel or settings.log_level or "info").lower()
     worker = faust.Worker(app, loglevel=loglevel, workdir=str(workdir), quiet=True,
                           redirect_stdouts=False)
@@ -61,4 +80,11 @@ def run(args: argparse.Namespace) -> int:
         worker.execute_from_commandline()
     except SystemExit as e:
         return int(e.code or 0)
+    finally:
+        if sink is not None:
+            store, writer = sink
+            try:
+                writer.close()      # final flush of anything buffered
+            finally:
+                store.close()
     return 0

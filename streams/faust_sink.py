@@ -1,0 +1,71 @@
+"""Sink agent: every valid input event and every output record (alerts, incidents,
+findings) into ClickHouse / chDB through ``faultline.sinks.SinkWriter``.
+
+Batches of up to ``max_rows`` records or ``within_s`` seconds; each batch is flushed (in an
+executor thread, never on the event loop) *before* the agent returns it, so Faust commits
+the offsets only after the rows are stored. A crash re-delivers at most the batch in
+flight; the store is keyed by record id, so re-inserted rows never double-count.
+Invalid input is skipped here (the node / job agents dead-letter it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import faust
+
+from ..config import Settings
+from ..schemas.codec import ContractError, decode, now_ms
+from ..schemas.registry import ALERTS, FINDINGS, INCIDENTS, INPUT_TOPICS
+
+log = logging.getLogger("faultline.streams.sink")
+
+
+def open_sink(settings: Settings) -> Any:
+    """Open the store (raises ``sinks.StoreLocked`` when another process owns it)."""
+    from ..sinks import SinkWriter, open_store
+
+    store = open_store(settings)
+    return store, SinkWriter(store, max_rows=50_000, max_delay_s=1.0)
+
+
+def install(app: faust.App, settings: Settings, store: Any, writer: Any, *,
+            max_rows: int = 20_000, within_s: float = 1.0) -> None:
+    """Add the sink agent to ``app`` (``store``/``writer`` from ``open_sink``)."""
+    T = settings.topic
+    outputs = {T(ALERTS), T(INCIDENTS), T(FINDINGS)}
+    topic = app.topic(*(T(t) for t in INPUT_TOPICS), *sorted(outputs))
+    app.faultline_store = store  # type: ignore[attr-defined]   # sinks.api reads through it
+    app.faultline_sink = writer  # type: ignore[attr-defined]
+
+    @app.agent(topic, name="faultline.sink")
+    async def sink(stream: Any) -> None:
+        loop = asyncio.get_running_loop()
+        async for batch in stream.take_events(max_rows, within=within_s):
+            now = now_ms()
+            raws: list[bytes] = []
+            for e in batch:
+                v = e.value
+                if v is None:
+                    continue
+                try:
+                    if e.message.topic in outputs:
+                        writer.add_output(v)
+                    else:
+                        decode(v, now=now)   # validate; invalid input is dead-lettered elsewhere
+                        raws.append(v)
+                except (ContractError, ValueError, TypeError):
+                    continue
+                except Exception as err:  # noqa: BLE001 - one record never stops the sink
+                    log.warning("sink skipped a record", extra={"error": str(err)})
+            if raws:
+                writer.add_raws(raws)
+            while True:
+                try:
+                    await loop.run_in_executor(None, writer.flush)
+                    break
+                except Exception as err:  # noqa: BLE001 - keep the batch; retry (rows are idempotent)
+                    log.error("sink flush failed; retrying in 2 s", extra={"error": str(err)})
+                    await asyncio.sleep(2.0)
