@@ -134,6 +134,30 @@ async def _watch_offsets(settings: Settings, st: DemoState, stop: asyncio.Event)
         await consumer.stop()
 
 
+async def _wait_leaders(settings: Settings, timeout_s: float = 30.0) -> None:
+    """Fresh topics answer offset requests only once their partitions have leaders."""
+    consumer = AIOKafkaConsumer(**settings.kafka_kwargs(), group_id=None)
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                await consumer._client.force_metadata_update()  # noqa: SLF001
+                tps = [TopicPartition(settings.topic(t), p) for t in (*INPUT_TOPICS, ALERTS, INCIDENTS)
+                       for p in consumer.partitions_for_topic(settings.topic(t)) or ()]
+                if tps and len({tp.topic for tp in tps}) == len(INPUT_TOPICS) + 2:
+                    await consumer.end_offsets(tps)
+                    return
+            except Exception:  # noqa: BLE001 - not ready yet
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the demo topics got no partition leaders in "
+                                   f"{timeout_s:.0f} s: is the broker healthy? (make kafka-down kafka-up)")
+            await asyncio.sleep(0.3)
+    finally:
+        await consumer.stop()
+
+
 def _ago(ms: int | None) -> str:
     if not ms:
         return "-"
@@ -207,7 +231,9 @@ class Demo:
 
     def __init__(self, settings: Settings, opts: DemoOptions, console: Console | None = None) -> None:
         self.opts = opts
-        self.settings = dataclasses.replace(settings, topic_prefix=DEMO_PREFIX)
+        run = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        self.settings = dataclasses.replace(settings, topic_prefix=f"{DEMO_PREFIX}{run}.")
+        self.app_id = f"faultline-demo-{run}"
         self.console = console or Console(stderr=False)
         self.workdir = Path(opts.workdir).resolve()
         self.worker = None
@@ -216,17 +242,47 @@ class Demo:
 
     # ----------------------------------------------------------------- lifecycle
     async def _reset_topics(self) -> None:
-        from .topics import create_topics, delete_topics  # the same code as `faultline topics`
+        """Fresh topics for this run under ``demo.<run>.``; earlier demo runs' topics are deleted."""
+        from aiokafka.admin import AIOKafkaAdminClient
 
-        await delete_topics(self.settings)
+        from .topics import create_topics  # the same code as `faultline topics create`
+
+        admin = AIOKafkaAdminClient(**self.settings.kafka_kwargs(), request_timeout_ms=15_000)
+        await admin.start()
+        try:
+            old = [t for t in await admin.list_topics() if t.startswith(DEMO_PREFIX)]
+            if old:
+                await admin.delete_topics(old)
+        finally:
+            await admin.close()
         await create_topics(self.settings)
+        await _wait_leaders(self.settings)
+
+    async def _lag(self) -> int:
+        """Records on the input topics the worker has not committed yet."""
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(**self.settings.kafka_kwargs(), request_timeout_ms=10_000)
+        consumer = AIOKafkaConsumer(**self.settings.kafka_kwargs(), group_id=None)
+        await admin.start()
+        await consumer.start()
+        try:
+            committed = await admin.list_consumer_group_offsets(self.app_id)
+            tps = [tp for tp in committed if tp.topic[len(self.settings.topic_prefix):] in INPUT_TOPICS]
+            if not tps:
+                return -1
+            ends = await consumer.end_offsets(tps)
+            return sum(max(0, ends[tp] - committed[tp].offset) for tp in tps)
+        finally:
+            await consumer.stop()
+            await admin.close()
 
     def _start_worker(self) -> None:
         from .streams.faust_harness import WorkerProcess
 
         wd = self.workdir / "worker"
         shutil.rmtree(wd, ignore_errors=True)
-        self.worker = WorkerProcess(self.settings, wd, app_id=f"faultline-demo-{int(time.time())}",
+        self.worker = WorkerProcess(self.settings, wd, app_id=self.app_id,
                                     web_port=self.opts.web_port, loglevel="warning").start()
 
     def _start_simulator(self) -> None:
@@ -291,7 +347,11 @@ class Demo:
                         st.phase = "settling"
                         st.last_change = time.monotonic()
                     if st.sim_done and time.monotonic() - st.last_change > o.settle_s:
-                        break
+                        lag = await self._lag()
+                        if lag == 0:
+                            break
+                        st.phase = f"settling: worker {lag:,} events behind"
+                        st.last_change = time.monotonic() - o.settle_s + 2
                     if o.live:
                         live.update(render(st, o))
                     await asyncio.sleep(0.25)

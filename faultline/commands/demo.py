@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hours", type=float, default=None, help="simulated hours")
     p.add_argument("--speed", type=float, default=None, help="simulated seconds per wall second")
     p.add_argument("--web-port", type=int, default=None, help="worker web page port (default 6066)")
+    p.add_argument("--workdir", default=None, help="where the worker, simulator log and labels go (default var/demo)")
     p.add_argument("--no-live", action="store_true", help="no live view (logs and the summary only)")
     p.add_argument("--json", action="store_true", help="print the final incidents as JSON lines")
     p.set_defaults(func=run)
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     opts = DemoOptions.short() if args.short else DemoOptions()
     over = {"scenario": args.scenario, "seed": args.seed, "nodes": args.nodes,
             "gpus_per_node": args.gpus_per_node, "hours": args.hours, "speed": args.speed,
-            "web_port": args.web_port}
+            "web_port": args.web_port, "workdir": args.workdir}
     opts = dataclasses.replace(opts, **{k: v for k, v in over.items() if v is not None})
     if args.no_live or args.json:
         opts = dataclasses.replace(opts, live=False)
