@@ -437,6 +437,13 @@ class SlurmCollector(Collector):
         if lost and self.use_sacct:
             for rec in await self.read_sacct(lost[:500]):
                 events.extend(self._job_changes(rec, now))
+        for j in lost:
+            st = self.jobs.get(j)
+            if st is not None and st["s"] not in TERMINAL and not st.get("warned") and not self.use_sacct:
+                st["warned"] = True
+                log.warning("job %s left slurmctld before its end was seen and sacct is unavailable: "
+                            "its final state is unknown (raise MinJobAge or enable accounting)", j,
+                            extra={"collector": NAME, "job": j})
         for node, state, reason in node_rows:
             prev = self.nodes.get(node)
             if prev is None or prev[0] != state or prev[1] != reason:
