@@ -1,7 +1,8 @@
 """Checkpoint collector on directories laid out as DCP, HF Trainer, Megatron, torch.save and a
-done marker, written by the tests. Optional group ``real_torch`` (needs ``pip install torch``;
-skipped otherwise): real ``torch.distributed.checkpoint.save`` and ``torch.save`` write them:
-``pytest tests/test_collectors_node_checkpoints.py -k real_torch``."""
+done marker, written by the tests. Optional group ``real_torch``: real
+``torch.distributed.checkpoint`` and ``torch.save`` write them from a subprocess of an
+interpreter that has torch (the venv's, else Debian's ``python3-torch``); skipped with the
+reason when there is none: ``pytest tests/test_collectors_node_checkpoints.py -k real_torch``."""
 
 from __future__ import annotations
 
@@ -110,22 +111,49 @@ def test_existing_complete_checkpoints_are_history(tmp_path):
     assert c.collect_sync() == []
 
 
-def test_dcp_real_torch(tmp_path):
-    torch = pytest.importorskip("torch", reason="optional group: real torch.distributed.checkpoint needs torch")
-    import torch.distributed.checkpoint as dcp
+def torch_python(*modules: str) -> str:
+    """An interpreter that can import torch (and ``modules``): the venv's, else Debian's
+    ``python3-torch`` (/usr/bin/python3). Skips the optional group when there is none."""
+    import shutil
+    import subprocess
+    import sys
 
+    code = "import torch; " + "".join(f"import {m}; " for m in modules)
+    for py in dict.fromkeys([sys.executable, shutil.which("python3") or "", "/usr/bin/python3"]):
+        if py and subprocess.run([py, "-c", code], capture_output=True, timeout=120).returncode == 0:
+            return py
+    pytest.skip(f"optional group real_torch: no interpreter here imports torch {' '.join(modules)} "
+                "(pip install torch, or apt-get install python3-torch)")
+
+
+def run_py(py: str, code: str) -> None:
+    import subprocess
+
+    r = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_dcp_real_torch(tmp_path):
+    py = torch_python("torch.distributed.checkpoint")
     c = coll(tmp_path)
-    dcp.save({"w": torch.ones(4)}, checkpoint_id=str(tmp_path / "step_9"))
+    run_py(py, "import torch, torch.distributed.checkpoint as dcp\n"
+               "w = dcp.FileSystemWriter(%r)\n"
+               "save = getattr(dcp, 'save', None) or dcp.save_state_dict\n"
+               "save({'w': torch.ones(64)}, storage_writer=w)\n" % str(tmp_path / "step_9"))
+    assert (tmp_path / "step_9" / ".metadata").exists()
     evs = c.collect_sync()
     assert [(e.data.phase, e.data.step) for e in evs] == [("started", 9), ("succeeded", 9)]
+    assert evs[1].data.bytes > 256
 
 
 def test_torch_save_real_torch(tmp_path):
-    torch = pytest.importorskip("torch", reason="optional group: real torch.save needs torch")
+    py = torch_python()
     c = coll(tmp_path, settle_s=0.2)
-    torch.save({"w": torch.ones(4)}, tmp_path / "step_3.pt")
-    assert [e.data.phase for e in c.collect_sync()] == ["started"]
-    time.sleep(0.3)
-    c.collect_sync()
-    time.sleep(0.3)
-    assert [e.data.phase for e in c.collect_sync()] == ["succeeded"]
+    run_py(py, "import torch; torch.save({'w': torch.ones(1024)}, %r)" % str(tmp_path / "step_3.pt"))
+    evs = c.collect_sync()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(evs) < 2:
+        time.sleep(0.1)
+        evs += c.collect_sync()
+    assert [(e.data.phase, e.data.step) for e in evs] == [("started", 3), ("succeeded", 3)]
+    assert evs[1].data.bytes > 4096
