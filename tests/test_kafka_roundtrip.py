@@ -102,3 +102,26 @@ async def test_publisher_reports_unreachable_broker():
     s = replace(Settings(), kafka_bootstrap=f"127.0.0.1:{free_port()}")
     with pytest.raises(BrokerUnreachable, match="run `make kafka-up`"):
         await Publisher(s).start()
+
+
+@pytest.mark.slow
+async def test_private_broker_stop_restart_keeps_data(private_broker, tmp_path):
+    """The `private_broker` fixture: a test can kill and restart a broker; data survives."""
+    from dataclasses import replace
+
+    from faultline.config import Settings
+
+    b = await asyncio.to_thread(private_broker)
+    assert b.running and b.bootstrap != "127.0.0.1:9092"
+    s = replace(Settings(), kafka_bootstrap=b.bootstrap, topic_prefix="p.")
+    ev = decode(orjson.dumps(example("gpu.xid", id="before-restart")))
+    async with Publisher(s) as pub:
+        await (await pub.send(ev))
+    await b.astop()
+    assert not b.running
+    with pytest.raises(BrokerUnreachable):
+        await Publisher(s).start()
+    await b.astart()
+    assert b.running
+    msgs = await consume(s, [s.topic("fl.gpu")], 1)
+    assert [decode(m.value).id for m in msgs] == ["before-restart"]
