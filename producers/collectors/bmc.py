@@ -408,7 +408,9 @@ class BmcCollector(Collector):
                 else:
                     sensors, sel = await asyncio.wait_for(asyncio.to_thread(self._read_redfish, b),
                                                           b.timeout_s * 4)
-            except (BmcError, asyncio.TimeoutError, OSError) as e:
+            except Exception as e:  # noqa: BLE001 - one bad BMC must not fail the round
+                if not isinstance(e, (BmcError, asyncio.TimeoutError, OSError)):
+                    e = BmcError(f"{type(e).__name__}: {e}")
                 st.status = f"error: {e or 'timeout'}"
                 st.duration_s = time.perf_counter() - t0
                 log.warning("BMC of %s (%s) failed after %.1f s: %s", b.node, b.host, st.duration_s,

@@ -473,8 +473,9 @@ class SnmpCollector(Collector):
         async with self._sem:
             try:
                 uptime, rows = await asyncio.wait_for(self.walk(t), self.deadline_s)
-            except (TargetError, asyncio.TimeoutError, OSError) as e:
-                reason = "timeout" if isinstance(e, asyncio.TimeoutError) or "timeout" in str(e).lower() else str(e)
+            except Exception as e:  # noqa: BLE001 - one bad switch must not fail the round
+                reason = ("timeout" if isinstance(e, asyncio.TimeoutError) or "timeout" in str(e).lower()
+                          else f"{type(e).__name__}: {e}")
                 st.status = f"error: {reason}"
                 st.duration_s = time.perf_counter() - t0
                 st.finished = time.monotonic()
