@@ -74,7 +74,7 @@ class Broker:
 
     def _sh(self, action: str, timeout: float = 240) -> str:
         env = dict(os.environ, KAFKA_PORT=str(self.port), KAFKA_CONTROLLER_PORT=str(self.controller_port),
-                   KAFKA_VAR=str(self.var))
+                   KAFKA_VAR=str(self.var), KAFKA_WATCH_PID=str(os.getpid()))
         p = subprocess.run([str(KAFKA_SH), action], env=env, capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
             raise RuntimeError(f"kafka.sh {action} failed ({p.returncode}): {p.stdout}{p.stderr}"

@@ -16,6 +16,8 @@
 #   KAFKA_CDS              1 (default): class-data archive in lib/ for faster starts; 0: off
 #   KAFKA_WAIT_SECS        how long `up`/`wait` wait for readiness (default 90)
 #   KAFKA_PARTITIONS       num.partitions of auto-created topics (default 6)
+#   KAFKA_WATCH_PID        stop the broker when this process exits (test sessions use it so a
+#                          killed pytest leaves no broker behind)
 #   JAVA                   java binary (default $JAVA_HOME/bin/java, else java on PATH; needs 17+)
 set -euo pipefail
 
@@ -189,6 +191,12 @@ cmd_up() {
     nohup "$JAVA" "${jvm[@]}" "${cds[@]}" kafka.Kafka "$CONF" >>"$LOGDIR/kafka.out" 2>&1 </dev/null 8>&- &
     pid=$!
     echo "$pid" >"$PIDFILE"
+    if [[ -n "${KAFKA_WATCH_PID:-}" ]]; then
+        # watchdog: TERM the broker once the watched process is gone
+        nohup bash -c 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 2; done
+                       kill -TERM "$2" 2>/dev/null' watchdog "$KAFKA_WATCH_PID" "$pid" \
+            >/dev/null 2>&1 </dev/null 8>&- &
+    fi
     wait_ready "$pid" "$since"
     local t1; t1="$(date +%s%N)"
     local cpu; cpu="$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)"
