@@ -158,16 +158,18 @@ class KmsgSource:
         if not from_start:
             os.lseek(self.fd, 0, os.SEEK_END)
         self.boot_ms = time.time() * 1000 - time.clock_gettime(time.CLOCK_MONOTONIC) * 1000
+        self.overwritten = 0
 
     def poll(self) -> list[tuple[int | None, str]]:
         out: list[tuple[int | None, str]] = []
-        while len(out) < 10_000:
+        for _ in range(20_000):  # bounded per round; the rest waits for the next round
             try:
                 rec = os.read(self.fd, 8192)
             except BlockingIOError:
                 break
             except OSError as e:
                 if e.errno == errno.EPIPE:  # records overwritten before we read them
+                    self.overwritten += 1
                     continue
                 raise
             if not rec:
