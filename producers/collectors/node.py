@@ -160,7 +160,7 @@ def build_collectors(doc: dict[str, Any], settings: Settings, *, nvml_module: st
 async def run_node(collectors: list[Collector], settings: Settings, *, once: bool = False,
                    output: str | None = None, rounds: int | None = None,
                    sink: Callable[[list[Envelope]], Awaitable[Any]] | None = None,
-                   publisher: Any = None) -> int:
+                   publisher: Any = None, metrics_every_s: float = 60.0) -> int:
     """Run ``collectors`` concurrently with one shared publisher; returns events emitted."""
     import sys
 
@@ -185,6 +185,16 @@ async def run_node(collectors: list[Collector], settings: Settings, *, once: boo
 
     tasks = [asyncio.create_task(run_collector(c, settings, once=once, rounds=rounds, sink=emit),
                                  name=f"collector:{c.name}") for c in collectors]
+    reporter = None
+    if pub is not None and not once and hasattr(pub, "metrics"):
+        async def report() -> None:  # the spool's counters (dropped, backlog) as a log line
+            while True:
+                await asyncio.sleep(metrics_every_s)
+                m = pub.metrics()
+                stats = {c.name: getattr(c, "stats", None) for c in collectors if getattr(c, "stats", None)}
+                log.info("node agent metrics: %s", m, extra={"spool": m, "collectors": stats})
+
+        reporter = asyncio.create_task(report(), name="node-metrics")
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -213,6 +223,8 @@ async def run_node(collectors: list[Collector], settings: Settings, *, once: boo
                 log.error("collector task %s failed: %s", t.get_name(), e)
     finally:
         waiter.cancel()
+        if reporter is not None:
+            reporter.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.remove_signal_handler(sig)
