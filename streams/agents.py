@@ -379,4 +379,9 @@ def install(app: faust.App, settings: Settings) -> None:
     @app.timer(interval=STATS_S, name="faultline.stats")
     async def log_stats() -> None:
         d = stats.as_dict()
+        sd = box["sides"]
+        if sd is not None:
+            js = sd.job
+            d.update(jobs=len(js.jobs), buffered=len(js._buf), pending=len(js._pending),
+                     evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(wms.value(worker_id)[1]))
         log.info("worker stats %s", " ".join(f"{k}={v}" for k, v in d.items()), extra=d)

@@ -266,8 +266,11 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     storage_hit = stalled or state == "timeout" or any(
         (s.layer == "storage" and s.kind.startswith("log:")) or s.kind in ("checkpoint_failed", "log:hung_task")
         for s in job_sigs)
-    app_code = _is_app_code(sym_sig)
-    app_node, app_ts = (sym_sig.node, sym_sig.ts) if app_code and sym_sig is not None else (None, None)
+    # a user-code bug anywhere in the job's own output up to the failure (the culprit rank
+    # rarely prints first: the others report the collective it left hanging)
+    code_errs = [s for s in app_errs if s.ts <= failure_ts + cfg.post_grace_ms and _is_app_code(s)]
+    app_code = bool(code_errs)
+    app_node, app_ts = (code_errs[0].node, code_errs[0].ts) if app_code else (None, None)
     # nodes that really went away (the scheduler says so, or the job ended NODE_FAIL)
     dead_nodes = {s.node for s in sigs if s.kind == "node_down"}
     if state == "node_fail":
@@ -305,6 +308,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 score *= 1.0 - 0.4 * min(1.0, age / cfg.decay_ms)
         if sym_cat is not None and cat == sym_cat:
             score = min(0.99, score + 0.1)
+        if state == "out_of_memory" and cat != "host_oom":
+            score *= 0.6  # the scheduler itself says host memory ran out
         if app_code:
             # a code bug is not explained by infrastructure unless a hard fault hit the
             # erroring rank's own node before the error
@@ -391,14 +396,14 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
     if app_errs or (state == "failed" and not cands):
         appl_score = 0.75 if app_code else (0.6 if code_bug else (0.45 if app_errs else 0.3))
-        s0 = (code_bug or app_errs or [None])[0]
+        s0 = (code_errs or code_bug or app_errs or [None])[0]
         summary = (f"application error: {s0.summary}" if s0 is not None
                    else f"job failed{f' with exit code {rec.exit_code}' if rec.exit_code is not None else ''}; "
                         "every infrastructure layer clean")
         if infra_weight >= cfg.explain_min:
             appl_score = min(appl_score, infra_weight - 0.05, 0.3)
         c = _Cand("application", f"job:{rec.job}", appl_score, s0.ts if s0 is not None else failure_ts, summary)
-        c.sigs.extend(code_bug or app_errs)
+        c.sigs.extend(code_errs or code_bug or app_errs)
         cands[("application", f"job:{rec.job}")] = c
 
     ranked = sorted(cands.values(), key=lambda c: (_tier(c.score), c.ts, -c.score, c.category, c.component))

@@ -84,6 +84,8 @@ class _Pending(Struct, kw_only=True):
 
 
 Output = Union[Alert, Incident]
+#: ends that do not come from the fault itself: a hung attempt ended this way stays a stall
+EXTERNAL_END_STATES = frozenset({"timeout", "cancelled", "preempted", "requeued"})
 _sort_key = itemgetter(0, 1)
 _ts_key = itemgetter(0)
 #: event class -> kind (the ``kind`` property is a Python-level lookup; this is one dict hit)
@@ -109,6 +111,7 @@ class Engine:
         self._stall_heap: list[tuple[int, str, int]] = []     # (deadline, job, attempt)
         self._stall_armed: set[tuple[str, int]] = set()
         self._incidents: dict[str, Incident] = {}
+        self._recovered: dict[str, Incident] = {}
         self._inc_ctx: dict[str, _Pending] = {}
         self._alerts: list[Alert] = []
         self._alert_last: dict[str, int] = {}
@@ -257,6 +260,13 @@ class Engine:
                 self._on_sched(js, ev)
             elif k == "runtime.progress":
                 rec = js.attempt_at(ev.ts)
+                if rec is not None and rec.stalled_at and ev.ts > rec.stalled_at:
+                    # progress again: the stall resolved itself (no incident), re-arm detection
+                    rec.stalled_at = 0
+                    iid = incident_id(js.job, rec.attempt)
+                    ctx = self._pending.get((js.job, rec.attempt)) or self._inc_ctx.get(iid)
+                    if ctx is not None and ctx.stalled:
+                        self._withdraw((js.job, rec.attempt), iid)
                 if rec is not None and (js.job, rec.attempt) not in self._stall_armed:
                     self._stall_armed.add((js.job, rec.attempt))
                     heapq.heappush(self._stall_heap, (rec.prog_last_ts + rec.stall_threshold_ms(self.cfg.detectors),
@@ -308,16 +318,21 @@ class Engine:
             end = rec.end_ts if rec.end_ts is not None else rec.state_ts
             cutoff = max(end, rec.state_ts) + self.cfg.correlate.settle_ms
             ctx = self._pending.get(key) or self._inc_ctx.get(iid)
-            if rec.state in INTERRUPTION_STATES:
-                # an interruption: explain it at end + settle (a stall declared before is the
-                # same incident; the end gives it its failure time and the job's last words)
+            was_stalled = ctx is not None and ctx.stalled
+            resumed = was_stalled and rec.prog_last_ts > ctx.failure_ts
+            if was_stalled and (rec.state == "completed" or (resumed and rec.state not in INTERRUPTION_STATES)):
+                self._withdraw(key, iid)  # the stall resolved itself: a completed job has no incident
+            elif was_stalled and not resumed and rec.state in EXTERNAL_END_STATES:
+                # ended by the scheduler or the user while hung: still the stall, failure at the last progress
+                if ctx.cutoff < cutoff:
+                    self._schedule(_Pending(job=js.job, attempt=rec.attempt, failure_ts=ctx.failure_ts,
+                                            cutoff=cutoff, stalled=True))
+            elif rec.state in INTERRUPTION_STATES:
+                # a crash: explain it at end + settle (a stall declared before is the same
+                # incident; the end gives it its failure time and the job's last words)
                 if ctx is None or (ctx.stalled and ctx.cutoff < cutoff):
                     self._schedule(_Pending(job=js.job, attempt=rec.attempt, failure_ts=end, cutoff=cutoff,
                                             stalled=False))
-            elif ctx is not None and ctx.stalled and ctx.cutoff < cutoff:
-                # a stalled attempt cancelled / requeued later: one incident, failure at the stall
-                self._schedule(_Pending(job=js.job, attempt=rec.attempt, failure_ts=ctx.failure_ts,
-                                        cutoff=cutoff, stalled=True))
         # a new attempt is the retry of every earlier interrupted one
         for a in js.attempts.values():
             if a.attempt < rec.attempt:
@@ -443,6 +458,16 @@ class Engine:
                 lst.append((p.failure_ts, p.job))
                 if len(lst) > 1000:
                     del lst[0]
+
+    def _withdraw(self, key: tuple[str, int], iid: str) -> None:
+        """A stall that resolved itself (the attempt progressed again and completed):
+        drop it; the stream gets a last revision with ``state="recovered"``."""
+        self._pending.pop(key, None)
+        self._inc_ctx.pop(iid, None)
+        prev = self._incidents.pop(iid, None)
+        if prev is not None:
+            self._recovered[iid] = msgspec.structs.replace(prev, revision=prev.revision + 1, state="recovered")
+            self._out.append(self._recovered[iid])
 
     def _reevaluate(self, iid: str) -> None:
         p = self._inc_ctx.get(iid)

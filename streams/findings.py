@@ -94,8 +94,10 @@ class FindingsConfig:
     #: FDR (BH) or FWER (Bonferroni) level per dimension and window
     alpha: float = 0.01
     correction: str = "bh"  # bh | bonferroni
-    #: mid-p value of the exact rate test (less conservative with few events)
-    mid_p: bool = True
+    #: dimensions tested with the mid-p value of the exact rate test (less conservative with
+    #: few events: shared resources with few peers); context dimensions (image, driver), whose
+    #: counts include every interruption of a job and are overdispersed, keep the plain p
+    mid_p_dims: tuple[str, ...] = BLAME_DIMS
     min_count: int = 3
     min_ratio: float = 2.0
     #: exposure unit per dimension; anything missing uses gpu_hours
@@ -759,7 +761,7 @@ class FindingsTracker:
                     tests.append((s, e, c, 0.0, 1.0))
                     continue
                 rate0 = max(c_total - c, 0.5) / e_rest  # leave-one-out fleet rate
-                tests.append((s, e, c, rate0, rate_test(c, e, c_total - c, e_rest, cfg.mid_p)))
+                tests.append((s, e, c, rate0, rate_test(c, e, c_total - c, e_rest, dim in cfg.mid_p_dims)))
             qs = adjust([t[4] for t in tests], cfg.correction)
             for (s, e, c, rate0, p), q in zip(tests, qs):
                 if q > cfg.alpha or c < cfg.min_count or c < cfg.min_ratio * rate0 * e:

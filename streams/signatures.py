@@ -147,7 +147,7 @@ _WD_FIELDS = (
 )
 _RAN_FOR_RE = re.compile(r"ran for (\d+) milliseconds")
 _PID_RE = re.compile(r"pid=['\"]?(\d+)")
-_EXC_RE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(.*))?$", re.M)
+_EXC_RE = re.compile(r"^(?:\[[Rr]ank ?\d+\]:\s*)?\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(.*))?$", re.M)
 
 # Most specific first. needles: ANY of them must occur (case-sensitive) for the regex to run.
 _RULES: tuple[_Rule, ...] = (
@@ -224,7 +224,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("sched_preempted", ("DUE TO PREEMPTION",), r"DUE TO PREEMPTION", "sched", "scheduler", "warning", "cause", None),
     _Rule("sigterm", ("SIGTERM", "got signal: 15", "Signals.SIGTERM"), r"SIGTERM|got signal: 15", "runtime", None, "warning", "symptom", _rank_only),
     _Rule("python_traceback", ("Traceback (most recent call last)", "Error: ", "Exception: "),
-          r"Traceback \(most recent call last\)|^\s*[A-Za-z_][\w.]*(?:Error|Exception): ", "runtime", "application",
+          r"Traceback \(most recent call last\)|^(?:\[[Rr]ank ?\d+\]:\s*)?\s*[A-Za-z_][\w.]*(?:Error|Exception): ", "runtime", "application",
           "critical", "weak", _traceback),
 )
 
