@@ -115,12 +115,13 @@ class SpoolingPublisher:
         self._task: asyncio.Task | None = None
         self._closing = False
         self._parts: dict[tuple[str, bytes], int] = {}
+        self._lockfh = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "SpoolingPublisher":
         """Open the spool (resuming a previous one) and start draining. Never fails because
         the broker is away: events are spooled until it answers."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = self._claim_dir(self.dir)
         ak = logging.getLogger("aiokafka")
         if ak.level == logging.NOTSET:  # it logs every failed reconnect; our own warning says it once
             ak.setLevel(logging.CRITICAL)
@@ -142,6 +143,30 @@ class SpoolingPublisher:
             self._rseg, self._roff = self._wseg, 0
         self._task = asyncio.create_task(self._drain_loop(), name="faultline-spool-drain")
         return self
+
+    def _claim_dir(self, base: Path) -> Path:
+        """One process per spool directory (flock on ``lock``). When another process holds
+        ``base`` (two collectors started separately with the same ``spool_dir``), use a
+        subdirectory named after this command (``collect-storage``), stable across restarts
+        so its spool is resumed; the pid is appended only if that one is busy too."""
+        import fcntl
+        import re
+        import sys
+
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(a for a in sys.argv[1:3] if not a.startswith("-")))
+        for d in (base, base / (name or "proc"), base / f"{name or 'proc'}-{os.getpid()}"):
+            d.mkdir(parents=True, exist_ok=True)
+            fh = open(d / "lock", "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.close()
+                continue
+            self._lockfh = fh
+            if d != base:
+                log.info("spool dir %s is used by another process; spooling to %s", base, d)
+            return d
+        raise RuntimeError(f"no usable spool directory under {base}")
 
     async def stop(self, *, flush_timeout_s: float = 5.0) -> None:
         """Deliver what the broker takes within ``flush_timeout_s``; the rest stays on disk."""
@@ -168,6 +193,9 @@ class SpoolingPublisher:
             if self._caught_up():  # everything delivered: leave no segment behind
                 for n in list(self._sizes):
                     self._remove_segment(n)
+            if self._lockfh is not None:
+                self._lockfh.close()  # releases the flock
+                self._lockfh = None
 
     async def __aenter__(self) -> "SpoolingPublisher":
         return await self.start()

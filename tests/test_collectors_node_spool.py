@@ -127,3 +127,17 @@ async def test_full_spool_drops_oldest_and_counts(settings, tmp_path, caplog):
     ids = [int(i.split("-")[1]) for _, i in got]
     assert len(ids) == n - dropped  # nothing lost silently: delivered + dropped = sent
     assert ids == list(range(dropped, n))  # the oldest were dropped, the rest in order
+
+
+async def test_two_processes_never_share_a_spool_dir(settings, tmp_path):
+    away = replace(settings, kafka_bootstrap=f"127.0.0.1:{free_port()}", spool_dir=str(tmp_path / "spool"))
+    a = await SpoolingPublisher(away, request_timeout_ms=1000).start()
+    b = await SpoolingPublisher(away, request_timeout_ms=1000).start()  # flock is per open file: same effect
+    try:
+        assert a.dir == tmp_path / "spool" and b.dir != a.dir and b.dir.parent == a.dir
+    finally:
+        await a.stop(flush_timeout_s=0.1)
+        await b.stop(flush_timeout_s=0.1)
+    c = await SpoolingPublisher(away, request_timeout_ms=1000).start()  # released at stop
+    assert c.dir == tmp_path / "spool"
+    await c.stop(flush_timeout_s=0.1)
