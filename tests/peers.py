@@ -6,7 +6,8 @@ Import the fixtures into a test module: ``from peers import snmp_lab  # noqa: F4
 - ``snmp_lab`` (module): net-snmp ``snmpd`` in a network namespace the fixture creates, with
   switch ports ``swp1``/``swp2`` (veth pairs to a second namespace) reachable from the host
   namespace over a management veth; linkUp/linkDown traps go to a host UDP port.
-- ``slurm_cluster`` (session): slurmctld + slurmd + munge, one node on loopback, 4 fake GPUs.
+- ``slurm_cluster`` (session): slurmctld + slurmd + munge, one node on loopback, 4 fake GPUs,
+  private to the session (state dir, munge socket, free ports).
 - ``ipmi_bmc`` (module): OpenIPMI ``ipmi_sim`` on a loopback UDP port, driven with ``ipmitool``.
 
 Each skips with the reason when the machine cannot run it (not root, no netns, package missing).
@@ -98,6 +99,7 @@ def start_snmp_lab(ports: int = 2, extra: int = 0, name: str | None = None) -> S
 
 def stop_snmp_lab(lab: SnmpLab) -> None:
     _script("snmp_lab_down.sh", lab.env)
+    shutil.rmtree(f"{BASE}/snmp-{lab.lab}", ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -123,10 +125,11 @@ class SlurmCluster:
     node: str
     env: dict[str, str]
     started_here: bool
+    base: str = BASE
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
         p = subprocess.run(list(argv), env={**os.environ, **self.env}, capture_output=True, text=True,
-                           timeout=timeout, cwd=f"{BASE}/slurm")
+                           timeout=timeout, cwd=f"{self.base}/slurm")
         if check and p.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr}")
         return p.stdout
@@ -135,23 +138,33 @@ class SlurmCluster:
         return self.run("sbatch", "--parsable", *args).strip().split(";")[0]
 
 
+def _free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
+    """A private cluster per test session (own state dir, munge socket and ports), so two
+    sessions on one machine never share or stop each other's daemons."""
     _need_root("slurmctld/slurmd/munge")
     if not shutil.which("slurmctld"):
         pytest.skip("Slurm not installed: run infra/peers/install.sh")
-    pidfile = Path(BASE) / "slurm" / "run" / "slurmctld.pid"
-    was_up = pidfile.is_file() and _alive(int(pidfile.read_text().strip() or 0))
-    env = {"BASE": BASE, "FRESH": "1"}
-    _script("slurm_up.sh", env, timeout=180)
-    conf = f"{BASE}/slurm/slurm.conf"
-    cl = SlurmCluster(conf=conf, node=socket.gethostname().split(".")[0], env={"SLURM_CONF": conf},
-                      started_here=not was_up)
+    base = f"{BASE}/slurm-{os.getpid()}"
+    env = {"BASE": base, "FRESH": "1", "SLURMCTLD_PORT": str(_free_tcp_port()), "SLURMD_PORT": str(_free_tcp_port())}
     try:
-        yield cl
+        _script("slurm_up.sh", env, timeout=180)
+        conf = f"{base}/slurm/slurm.conf"
+        yield SlurmCluster(conf=conf, node=socket.gethostname().split(".")[0], env={"SLURM_CONF": conf},
+                           started_here=True, base=base)
     finally:
-        if cl.started_here:
-            _script("slurm_down.sh", {"BASE": BASE}, timeout=60)
+        _script("slurm_down.sh", {"BASE": base}, timeout=60)
+        for pidfile in ("slurm/run/slurmctld.pid", "slurm/run/slurmd.pid", "munge/run/munged.pid"):
+            f = Path(base, pidfile)
+            if f.is_file() and f.read_text().strip():
+                assert not _alive(int(f.read_text().strip())), f"{pidfile} survived slurm_down.sh"
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
@@ -206,3 +219,4 @@ def ipmi_bmc():
     finally:
         _script("ipmi_down.sh", env)
         assert not _alive(pid), f"ipmi_sim pid {pid} survived ipmi_down.sh"
+        shutil.rmtree(env["BASE"], ignore_errors=True)
