@@ -74,7 +74,7 @@ def test_signatures_blocks_job_and_rank(tmp_path):
 
 
 def test_chained_traceback_is_one_block_and_new_files_are_found(tmp_path):
-    c = LogsCollector([str(tmp_path / "*.log")], "n1", job="5", rank=0)
+    c = LogsCollector([str(tmp_path / "*.log")], "n1", job="5", rank=0, rescan_s=0)
     write(tmp_path / "worker.log", CHAINED + NOISE, mode="w")  # a file that appears after start
     evs = c.collect_sync()
     assert len(evs) == 1

@@ -119,3 +119,35 @@ def test_nfs_mountstats_parser(tmp_path):
     p.write_text(NFS_MOUNTSTATS)
     st = read_mountstats(str(p))
     assert st == {"/ckpt": (100, 104857600, 1000, 40, 41943040, 400)}
+
+
+def test_nfs_mount_rates_from_mountstats(tmp_path):
+    """An NFS mount (mountinfo + mountstats of a proc tree written by the test; the probe
+    stats the real directory): rates from two rounds of per-op READ/WRITE statistics."""
+    mnt = tmp_path / "ckpt"
+    mnt.mkdir()
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text(
+        f"27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        f"99 27 0:52 / {mnt} rw,relatime - nfs4 nfs-1:/export/ckpt rw,vers=4.2\n")
+    (proc / "diskstats").write_text(" 254       0 vda 1 0 8 1 1 0 8 1 0 1 2 0 0 0 0 0 0\n")
+
+    def stats(r_ops, r_bytes, r_ms, w_ops, w_bytes, w_ms):
+        (proc / "self" / "mountstats").write_text(
+            f"device nfs-1:/export/ckpt mounted on {mnt} with fstype nfs4 statvers=1.1\n"
+            "\tper-op statistics\n"
+            f"\t        READ: {r_ops} {r_ops} 0 0 {r_bytes} 0 0 {r_ms} 0\n"
+            f"\t       WRITE: {w_ops} {w_ops} 0 {w_bytes} 0 0 0 {w_ms} 0\n")
+
+    stats(100, 10_000_000, 500, 10, 1_000_000, 100)
+    c = StorageCollector("n1", paths=[str(mnt)], proc=str(proc))
+    first = c.collect_sync()
+    assert [(e.kind, getattr(e.data, "state", None)) for e in first] == [("storage.mount", "ok"), ("storage.sample", None)]
+    assert first[1].data.fs_type == "nfs4" and first[1].data.read_iops is None
+    stats(300, 210_000_000, 2500, 60, 51_000_000, 1100)
+    time.sleep(0.5)
+    d = c.collect_sync()[1].data
+    assert d.read_lat_ms == 10.0 and d.write_lat_ms == 20.0  # 2000 ms / 200 ops, 1000 ms / 50 ops
+    assert 200 / 1.0 < d.read_iops < 200 / 0.45 and d.read_mbps > 200 and d.write_mbps > 50
+    assert d.queue_depth > 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import time
 
 log = logging.getLogger("faultline.collect.tail")
 
@@ -125,8 +126,10 @@ class GlobTail:
     """Follow every file matching ``patterns``; files already there at start are read from
     their end unless ``from_start``; files that appear later are read from their start."""
 
-    def __init__(self, patterns: list[str], *, from_start: bool = False) -> None:
+    def __init__(self, patterns: list[str], *, from_start: bool = False, rescan_s: float = 5.0) -> None:
         self.patterns = patterns
+        self.rescan_s = rescan_s  # globbing big trees every poll is the expensive part
+        self._scanned = time.monotonic()
         self.tails: dict[str, FileTail] = {}
         for path in self._match():
             self.tails[path] = FileTail(path, from_start=from_start)
@@ -141,9 +144,12 @@ class GlobTail:
 
     def poll(self) -> list[tuple[str, list[str]]]:
         """[(path, new lines)] for files with new lines."""
-        for path in self._match():
-            if path not in self.tails:
-                self.tails[path] = FileTail(path, from_start=True)
+        now = time.monotonic()
+        if now - self._scanned >= self.rescan_s or not self.tails:
+            self._scanned = now
+            for path in self._match():
+                if path not in self.tails:
+                    self.tails[path] = FileTail(path, from_start=True)
         out = []
         for path, t in self.tails.items():
             lines = t.poll()

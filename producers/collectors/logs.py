@@ -1,6 +1,7 @@
 """``faultline collect logs``: interesting lines from training log files -> ``runtime.log``.
 
-Follows every file the ``--glob`` patterns match (new files are picked up; rotation and
+Follows every file the ``--glob`` patterns match (new files are picked up within
+``rescan_s``, 5 s; rotation and
 truncation are handled as ``tail -F`` does), keeps a Python traceback (and chained
 ``During handling ...`` sections) together as one multi-line block, and forwards only lines
 and blocks that the signature catalog shared with the stream detectors
@@ -89,13 +90,13 @@ class LogsCollector(Collector):
     def __init__(self, globs: list[str], node: str | None = None, *, path_patterns: list[str] = (),
                  job: str | None = None, rank: int | None = None, from_start: bool = False,
                  burst: float = 5, every_s: float = 10.0, block_timeout_s: float = 2.0,
-                 classify: Callable[[str], object] | None = None) -> None:
+                 rescan_s: float = 5.0, classify: Callable[[str], object] | None = None) -> None:
         if classify is None:
             from ...streams.signatures import classify
         self.classify = classify
         self.node = node or hostname()
         self.source = f"logs@{self.node}"
-        self.tail = GlobTail(globs, from_start=from_start)
+        self.tail = GlobTail(globs, from_start=from_start, rescan_s=rescan_s)
         self.patterns = [compile_path_pattern(p) for p in path_patterns]
         self.job = job or os.environ.get("SLURM_JOB_ID")
         env_rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID")
