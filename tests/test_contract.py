@@ -297,7 +297,7 @@ json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
     | st.text(max_size=20),
     lambda kids: st.lists(kids, max_size=5) | st.dictionaries(st.text(max_size=8), kids, max_size=5),
-    max_leaves=30,
+    max_leaves=20,
 )
 
 
@@ -307,13 +307,13 @@ def test_random_bytes_never_escape(raw):
     _must_not_escape(raw)
 
 
-@hsettings(max_examples=500, deadline=None)
+@hsettings(max_examples=300, deadline=None)
 @given(json_values)
 def test_random_json_never_escapes(value):
     _must_not_escape(orjson.dumps(value))
 
 
-@hsettings(max_examples=300, deadline=None)
+@hsettings(max_examples=200, deadline=None)
 @given(st.sampled_from(KINDS), st.sampled_from(["v", "id", "ts", "kind", "source", "node", "job", "data"]), json_values)
 def test_mutated_events_never_escape(kind, field, value):
     d = example(kind)
