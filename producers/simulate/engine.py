@@ -113,8 +113,24 @@ class Simulation:
         sch = Scheduler(plan, faults, LIBRARY)
         sch.run()
         _decoys.apply(plan, self.sc.decoys)
+        self._idle_flaps(plan)
         plan.events.sort(key=lambda x: x[0])
         return plan
+
+    @staticmethod
+    def _idle_flaps(plan: Plan) -> None:
+        """A flapping port also flaps while no job uses its node (what makes it a repeat offender)."""
+        pin = getattr(plan, "flap_pin", None)
+        if pin is None:
+            return
+        from .faults import MIN, link_flap
+
+        r = plan.sub_rng("idle-flaps")
+        node, k = pin
+        for _ in range(r.randrange(3, 7)):
+            t = plan.t0 + int((plan.t_end - plan.t0) * r.uniform(0.05, 0.95))
+            if not plan.node_busy(node, t - 2 * MIN, t + 2 * MIN):
+                link_flap(plan, node, k, t, r.randrange(2_000, 30_000), None)
 
     # ------------------------------------------------------------ streams
     def _inventory(self) -> list[tuple[int, dict]]:
@@ -168,6 +184,21 @@ class Simulation:
                                        "be removed in the future and UntypedStorage will be the only storage class.")):
             out.append((ts, mk(ts, "runtime.log", f"fluentbit@{n0.name}", {"rank": 0, "stream": "stdout" if "NCCL" in msg else "stderr",
                                                                           "message": msg}, node=n0.name, job=job.id, tenant=job.tenant)))
+        # benign noise a healthy job prints too
+        benign = (
+            f"{M._site()}/torch/utils/checkpoint.py:464: UserWarning: torch.utils.checkpoint: the use_reentrant "
+            "parameter should be passed explicitly. In version 2.4 we will raise an exception if use_reentrant is "
+            "not passed.",
+            f"[rank0]:[{M.glog_prefix('W', t_init, r)} ProcessGroupNCCL.cpp:4115] [PG 0 Rank 0]  using GPU 0 to "
+            "perform barrier as devices used by this process are currently unknown. This can potentially cause a "
+            "hang if this rank to GPU mapping is incorrect.",
+            f"{n0.name}:{pid0}:{pid0 + 113} [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE "
+            f"[2]mlx5_2:1/RoCE [3]mlx5_3:1/RoCE ; OOB {n0.links[0].netdev}:{n0.links[0].ip}<0>",
+        )
+        for msg in r.sample(benign, r.randrange(0, len(benign) + 1)):
+            ts = t_init + r.randrange(1_000, 60_000)
+            out.append((ts, mk(ts, "runtime.log", f"fluentbit@{n0.name}", {"rank": 0, "stream": "stderr", "message": msg},
+                               node=n0.name, job=job.id, tenant=job.tenant)))
         leaders = [i * job.gpn for i in range(len(att.nodes))] if job.per_node_progress else [0]
         psrc = f"trainer@{n0.name}"
         for ts, step, st in att.progress:

@@ -161,7 +161,9 @@ def cascade_fast(sch: Scheduler, att: Attempt, t: int, culprit_rank: int, block:
     cnode = att.nodes[culprit_rank // job.gpn]
     lr = culprit_rank % job.gpn
     if block:
-        rlog(plan, att, t, cnode, culprit_rank, "stderr", f"[rank{culprit_rank}]: " + block if r.random() < 0.5 else block)
+        if r.random() < 0.5:  # torchrun --log-line-prefix / PyTorch >= 2.2 prefixes every stderr line
+            block = "\n".join(f"[rank{culprit_rank}]: {ln}" for ln in block.split("\n"))
+        rlog(plan, att, t, cnode, culprit_rank, "stderr", block)
     ta = t + r.randrange(800, 3000)
     for other in range(job.gpn):
         orank = (culprit_rank // job.gpn) * job.gpn + other
@@ -213,8 +215,14 @@ def f_gpu_xid79(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     if r.random() < 0.5:  # PCIe replays often climb before a GPU drops off the bus
         plan.ov.add_gpu(node, gpu, t - r.randrange(8, 30) * MIN, t, pcie_rate=(0.01, 2.0))
     pid = pids(plan, att)
-    xid_event(plan, node, gpu, 79, t, pid[crank], att, crank)
     n = plan.cluster.nodes[node]
+    if r.random() < 0.4:  # PCIe AER fatal error from the root port just before the GPU drops
+        bdf = n.gpu_pci[gpu] + ".0"
+        rlog(plan, att, t - r.randrange(50, 900), node, crank, "kernel",
+             f"pcieport 0000:{int(n.gpu_pci[gpu][5:7], 16) - 1:02x}:00.0: AER: Uncorrected (Fatal) error received: {bdf}")
+        rlog(plan, att, t - r.randrange(10, 40), node, crank, "kernel",
+             f"nvidia {bdf}: AER: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Receiver ID)")
+    xid_event(plan, node, gpu, 79, t, pid[crank], att, crank)
     rlog(plan, att, t + 5, node, crank, "kernel", f"NVRM: GPU at PCI:{n.gpu_pci[gpu]}: {n.gpu_uuid[gpu]}")
     rlog(plan, att, t + 6, node, crank, "kernel", f"NVRM: GPU Board Serial Number: {n.serial}{gpu}")
     if r.random() < 0.65:
@@ -538,7 +546,9 @@ def f_congestion(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     c = plan.cluster
     k = r.randrange(c.nics_per_node)
     leaf = c.nodes[att.nodes[0]].links[k].switch
-    dur = r.randrange(15, 35) * MIN
+    dur = min(r.randrange(15, 35) * MIN, plan.t_end - t - 20 * MIN)
+    if dur < 8 * MIN:
+        return False
     t_fail = t + dur
     for pi, p in enumerate(c.ports):
         if p.switch != leaf:
@@ -849,13 +859,18 @@ def f_change_regression(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     from .plan import new_job
 
     def submit_new(ts: int) -> None:
-        sch._submit(new_job(plan, ts, n_nodes=r.choice((1, 2, 2, 4)), cancel=False), ts)
+        sch._submit(new_job(plan, ts, n_nodes=r.choice((1, 2, 2, 4)), cancel=False), ts).priority = 2
 
     for _ in range(spec.params.get("new_jobs", r.randrange(2, 5))):
         sch.push(t + r.randrange(10, 60) * MIN, "call", submit_new)
 
+    cap = spec.params.get("rollback_after", r.randrange(3, 7))
+    st = {"failed": 0, "rollback": None}
+
     def hook(p: Plan, att: Attempt) -> None:
         if att.fault is not None or not any(i in upgraded and upgraded[i] <= att.start_ts for i in att.nodes):
+            return
+        if st["rollback"] is not None and att.start_ts >= st["rollback"]:
             return
         job = att.job
         culprit_node = next(i for i in att.nodes if i in upgraded and upgraded[i] <= att.start_ts)
@@ -887,6 +902,16 @@ def f_change_regression(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         if att.end_ts is None or att.end_ts > p.t_end:
             att.label = None  # the failure would fall after the window: not an interruption
             att.fault = None
+            return
+        st["failed"] += 1
+        if st["failed"] == cap:  # on-call rolls the change back
+            rb = att.end_ts + r.randrange(10, 40) * MIN
+            st["rollback"] = rb
+            for j, (i, ts_up) in enumerate(sorted(upgraded.items())):
+                ts = max(rb, ts_up + MIN) + j * r.randrange(5_000, 30_000)
+                p.add(ts, mk(ts, "inventory.change", "ansible@deploy-1",
+                             {"component": comp, "from": new, "to": c.nodes[i].versions.get(comp), "actor": "ansible",
+                              "ticket": f"{ticket}-rollback"}, node=c.nodes[i].name))
 
     plan.start_hooks.append(hook)
     return True
@@ -917,12 +942,12 @@ def f_bad_image(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
 
     def submit_new(ts: int) -> None:
         job = new_job(plan, ts, image=new, user=r.choice((("alice", "team-llm"), ("bob", "team-llm"), ("gita", "team-llm"))),
-                      n_nodes=r.choice((1, 1, 2, 2, 4)), cancel=False)
+                      n_nodes=r.choice((1, 1, 2)), cancel=False)
         job.max_retries = 1
-        sch._submit(job, ts)
+        sch._submit(job, ts).priority = 2  # the team's eager new runs (high-priority QoS)
 
     for _ in range(spec.params.get("new_jobs", r.randrange(3, 6))):
-        sch.push(t + r.randrange(2, 60) * MIN, "call", submit_new)
+        sch.push(t + r.randrange(2, 40) * MIN, "call", submit_new)
 
     def hook(p: Plan, att: Attempt) -> None:
         if att.job.image != new and not (att.job.submit_ts >= t and att.job.image == old):

@@ -129,7 +129,7 @@ def new_job(plan: Plan, submit_ts: int, *, n_nodes: int | None = None, duration_
     c = plan.cluster
     sizes, weights = _job_sizes(len(c.nodes))
     nn = n_nodes or r.choices(sizes, weights)[0]
-    dur = duration_s or math.exp(r.uniform(math.log(1800), math.log(8 * 3600)))
+    dur = duration_s or math.exp(r.uniform(math.log(1200), math.log(5 * 3600)))
     step_time = round(r.uniform(0.6, 4.5), 3)
     total = max(50, int(dur / step_time))
     hb_steps = max(1, int(r.uniform(15, 45) / step_time))
@@ -154,7 +154,7 @@ class Scheduler:
     """Event-driven FIFO+backfill allocator over the window, with fault hooks."""
 
     def __init__(self, plan: Plan, faults: list[FaultSpec], fault_lib: dict[str, Callable],
-                 load: float = 0.9) -> None:
+                 load: float = 1.3) -> None:
         self.plan = plan
         self.q: list = []
         self.pending: list[Attempt] = []
@@ -176,23 +176,30 @@ class Scheduler:
         for f in self.faults:  # faults present from the start (e.g. a node that missed an upgrade)
             if f.at[1] <= 0:
                 self.lib[f.kind](self, f, p.t0)
-        # initial fill (jobs already queued at t0) and a diurnal arrival process
+        # initial fill plus a backlog (jobs already queued at t0) and a diurnal arrival process
         used = 0
         t = p.t0 + 5_000
+        sizes = [x for x in _job_sizes(n)[0] if x >= 2]
+        k = 0
         while used < self.load * n:
-            job = new_job(p, t)
+            # a fleet always runs some multi-node jobs: the first two of the queue are
+            job = new_job(p, t, n_nodes=r.choice(sizes[:3]) if k < 2 and sizes else None)
+            k += 1
             self._submit(job, t)
             used += job.n_nodes
             t += r.randrange(1_000, 20_000)
         window_h = (p.t_end - p.t0) / 3.6e6
         avg_nodes = sum(s * w for s, w in zip(*_job_sizes(n))) / sum(_job_sizes(n)[1])
-        rate_h = max(0.5, n / avg_nodes / 3.0)  # arrivals/hour to keep the fleet busy
+        rate_h = max(1.0, n / avg_nodes / 2.0)  # arrivals/hour to keep the fleet busy (with a backlog)
         ta = p.t0 + 60_000
-        while True:
-            ta += int(r.expovariate(rate_h) * 3.6e6)
+        from .telemetry import diurnal
+
+        while True:  # thinned Poisson process: more submissions in the working day (UTC)
+            ta += int(r.expovariate(rate_h * 1.6) * 3.6e6)
             if ta >= p.t_end:
                 break
-            self._submit(new_job(p, ta), ta)
+            if r.random() < 0.35 + 0.65 * diurnal(ta):
+                self._submit(new_job(p, ta), ta)
         for f in self.faults:
             a, b = f.at
             if b <= 0:
@@ -236,6 +243,8 @@ class Scheduler:
     def _try_start(self, ts: int) -> None:
         p = self.plan
         still = []
+        if any(getattr(a, "priority", 0) for a in self.pending):
+            self.pending.sort(key=lambda a: -getattr(a, "priority", 0))  # stable: FIFO within a priority
         for att in self.pending:
             want = att.job.n_nodes
             avoid = getattr(att, "avoid", ())
@@ -280,6 +289,7 @@ class Scheduler:
             nxt = self._submit(job, ts + delay, att.n + 1,
                                "BeginTime" if att.end_state in ("node_fail", "preempted") else "Priority")
             nxt.avoid = tuple(i for i in att.nodes if i in self.plan.drained)
+            nxt.priority = 1  # a requeued job keeps its (aged) priority
             ck = att.last_ckpt_succeeded(ts)
             nxt.start_step = ck[2] if ck else att.start_step
             if getattr(att, "retry_same_nodes", False):
@@ -311,6 +321,13 @@ def build_labels(plan: Plan) -> dict:
             continue
         lab = att.label
         st = attempt_state(att)
+        if lab is not None and att.end_state is None and not att.stall:
+            # the fault's failure lies beyond the window: a hang in progress at the end is a
+            # stall if it already lasted the stall threshold, otherwise nothing happened yet
+            if att.halt_ts is not None and att.halt_ts <= plan.t_end - STALL_THRESHOLD_S * 1000:
+                att.stall = True
+            else:
+                lab = None
         if lab is None:
             if st in INTERRUPTION_STATES:
                 raise AssertionError(f"unlabelled interruption job {att.job.id}/{att.n} {st}")
