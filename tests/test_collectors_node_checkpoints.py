@@ -133,6 +133,7 @@ def run_py(py: str, code: str) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+@pytest.mark.slow  # imports torch in a subprocess
 def test_dcp_real_torch(tmp_path):
     py = torch_python("torch.distributed.checkpoint")
     c = coll(tmp_path)
@@ -146,6 +147,7 @@ def test_dcp_real_torch(tmp_path):
     assert evs[1].data.bytes > 256
 
 
+@pytest.mark.slow  # imports torch in a subprocess
 def test_torch_save_real_torch(tmp_path):
     py = torch_python()
     c = coll(tmp_path, settle_s=0.2)
