@@ -105,3 +105,16 @@ async def test_one_process_one_publisher_to_kafka(settings, tmp_path):
         await c.stop()
     assert total == n
     assert set(got) == EXPECTED
+
+
+def test_default_collectors_without_collectors_table(tmp_path):
+    """No [collectors] table: nvml (skipped with a warning when the node has no NVML),
+    kernel, storage, inventory."""
+    p = tmp_path / "node.toml"
+    p.write_text(f'[node]\nname = "n9"\n[faultline]\nspool_dir = "{tmp_path / "spool"}"\n')
+    r = subprocess.run([FL, "collect", "node", "--config", str(p), "--once", "--output", "-"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    kinds = {decode(ln).kind for ln in r.stdout.splitlines()}
+    assert {"storage.mount", "storage.sample", "inventory.versions"} <= kinds
+    assert all(decode(ln).node == "n9" for ln in r.stdout.splitlines())
