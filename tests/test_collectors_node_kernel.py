@@ -111,3 +111,29 @@ def test_real_dev_kmsg(monkeypatch):
     assert evs[1].data.gpu == 3 and evs[1].data.xid == 79
     assert all(abs(e.ts - now) < 60_000 for e in evs)  # kernel monotonic time -> epoch ms
     asyncio.run(c.close())
+
+
+def test_kmsg_restart_reads_what_was_logged_while_down(tmp_path):
+    """Agent restart within one boot: lines logged to the real /dev/kmsg while it was down
+    are read after the restart, none twice (last sequence number kept in a state file)."""
+    import uuid
+
+    from faultline.producers.collectors.kernel import KmsgSource
+
+    try:
+        fd = os.open("/dev/kmsg", os.O_WRONLY)
+        first = KmsgSource(state_path=str(tmp_path / "kmsg.state"))
+    except OSError as e:
+        pytest.skip(f"/dev/kmsg not readable/writable here ({e.strerror}): needs root")
+    tag = f"faultline-test-{uuid.uuid4().hex[:8]}"
+    try:
+        os.write(fd, f"{tag}: before\n".encode())
+        assert [m for _, m in first.poll() if tag in m] == [f"{tag}: before"]
+        first.close()  # agent down
+        os.write(fd, f"{tag}: while down\n".encode())
+        second = KmsgSource(state_path=str(tmp_path / "kmsg.state"))
+        os.write(fd, f"{tag}: after\n".encode())
+        assert [m for _, m in second.poll() if tag in m] == [f"{tag}: while down", f"{tag}: after"]
+        second.close()
+    finally:
+        os.close(fd)

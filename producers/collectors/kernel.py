@@ -151,14 +151,50 @@ class JobResolver:
 
 
 class KmsgSource:
-    """``/dev/kmsg`` records (``prio,seq,usec,flags;message``), non-blocking."""
+    """``/dev/kmsg`` records (``prio,seq,usec,flags;message``), non-blocking.
 
-    def __init__(self, path: str = "/dev/kmsg", *, from_start: bool = False) -> None:
+    With ``state_path`` the last sequence number read is kept in a small file: after an agent
+    restart within the same boot, the records logged while it was down (still in the ring
+    buffer) are read, and nothing is read twice. Without state (or after a reboot) reading
+    starts at the end (``from_start`` reads the whole buffer).
+    """
+
+    def __init__(self, path: str = "/dev/kmsg", *, from_start: bool = False,
+                 state_path: str | None = None) -> None:
         self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        if not from_start:
+        self.state_path = state_path
+        self.boot_id = _read_boot_id()
+        self.last_seq = -1
+        self._saved_seq = -1
+        saved = self._load_state()
+        if saved is not None:
+            self.last_seq = self._saved_seq = saved  # read from the start, skip what was seen
+        elif not from_start:
             os.lseek(self.fd, 0, os.SEEK_END)
         self.boot_ms = time.time() * 1000 - time.clock_gettime(time.CLOCK_MONOTONIC) * 1000
         self.overwritten = 0
+
+    def _load_state(self) -> int | None:
+        if not self.state_path:
+            return None
+        try:
+            with open(self.state_path) as fh:
+                boot, seq = fh.read().split()
+            return int(seq) if boot == self.boot_id else None
+        except (OSError, ValueError):
+            return None
+
+    def _save_state(self) -> None:
+        if not self.state_path or self.last_seq == self._saved_seq:
+            return
+        d = os.path.dirname(self.state_path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(f"{self.boot_id} {self.last_seq}\n")
+        os.replace(tmp, self.state_path)
+        self._saved_seq = self.last_seq
 
     def poll(self) -> list[tuple[int | None, str]]:
         out: list[tuple[int | None, str]] = []
@@ -176,8 +212,14 @@ class KmsgSource:
                 break
             head, _, msg = rec.decode("utf-8", "replace").partition(";")
             parts = head.split(",")
+            if len(parts) > 1 and parts[1].isdigit():
+                seq = int(parts[1])
+                if seq <= self.last_seq:
+                    continue
+                self.last_seq = seq
             ts = int(self.boot_ms + int(parts[2]) / 1000) if len(parts) > 2 and parts[2].isdigit() else None
             out.append((ts, msg.split("\n", 1)[0]))
+        self._save_state()
         return out
 
     def close(self) -> None:
@@ -222,11 +264,19 @@ class FileSource:
         self.tail.close()
 
 
-def open_source(file: str | None, *, from_start: bool = False):
+def _read_boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def open_source(file: str | None, *, from_start: bool = False, state_path: str | None = None):
     if file:
         return FileSource(file, from_start=from_start)
     try:
-        return KmsgSource(from_start=from_start)
+        return KmsgSource(from_start=from_start, state_path=state_path)
     except OSError as e:
         if shutil.which("journalctl"):
             log.info("cannot read /dev/kmsg (%s); following journalctl -k", e.strerror)
@@ -240,12 +290,12 @@ class KernelCollector(Collector):
     interval_s = INTERVAL_S
 
     def __init__(self, node: str | None = None, *, source=None, file: str | None = None,
-                 from_start: bool = False, job: str | None = None,
+                 from_start: bool = False, job: str | None = None, state_path: str | None = None,
                  pci_map: dict[str, int] | Callable[[], dict[str, int]] | None = None,
                  jobs: JobResolver | None = None) -> None:
         self.node = node or hostname()
         self.src_name = f"kernel@{self.node}"
-        self.source = source or open_source(file, from_start=from_start)
+        self.source = source or open_source(file, from_start=from_start, state_path=state_path)
         self._pci_map = pci_map
         self._pci: dict[str, int] | None = pci_map if isinstance(pci_map, dict) else None
         self.jobs = jobs or JobResolver(self.node, job)
@@ -300,11 +350,18 @@ class KernelCollector(Collector):
         self.source.close()
 
 
+def default_state_path(settings: Settings) -> str:
+    return str(settings.extra.get("kernel_state") or
+               os.path.join(os.path.dirname(os.path.normpath(settings.spool_dir)) or ".", "kmsg.state"))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node", help="node name (default: this host)")
     p.add_argument("--file", help="follow this file (kern.log, dmesg output) instead of /dev/kmsg")
     p.add_argument("--from-start", action="store_true", help="read the existing log too, not only new lines")
     p.add_argument("--job", help="job id for runtime.log events (default: SLURM_JOB_ID, else squeue on this node)")
+    p.add_argument("--state", help="file keeping the last /dev/kmsg sequence read (default: next to the spool dir), "
+                                   "so a restarted agent reads what was logged while it was down")
 
 
 def build(args: argparse.Namespace, settings: Settings) -> KernelCollector:
@@ -312,6 +369,7 @@ def build(args: argparse.Namespace, settings: Settings) -> KernelCollector:
 
     try:
         return KernelCollector(args.node, file=args.file, from_start=args.from_start,
-                               job=args.job or settings.extra.get("job"))
+                               job=args.job or settings.extra.get("job"),
+                               state_path=args.state or default_state_path(settings))
     except RuntimeError as e:
         raise CliError(str(e)) from None

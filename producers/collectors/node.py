@@ -109,8 +109,11 @@ def build_collectors(doc: dict[str, Any], settings: Settings, *, nvml_module: st
         cfg = wanted["kernel"]
         pci = nv_coll.pci_to_index() if nv_coll is not None else None
         try:
+            from .kernel import default_state_path as kstate
+
             out.append(interval(KernelCollector(node, file=cfg.get("file"), from_start=cfg.get("from_start", False),
-                                                job=cfg.get("job", job), pci_map=pci), cfg))
+                                                job=cfg.get("job", job), pci_map=pci,
+                                                state_path=cfg.get("state") or kstate(settings)), cfg))
         except RuntimeError as e:
             if explicit:
                 raise NodeConfigError(str(e)) from None
