@@ -127,3 +127,20 @@ def test_lines_without_a_job_are_not_published(tmp_path, monkeypatch):
     write(f, [WATCHDOG], mode="w")
     c = LogsCollector([str(f)], "n1", from_start=True)
     assert c.collect_sync() == [] and c.stats["no_job"] == 1
+
+
+def test_restart_goes_on_where_it_stopped(tmp_path):
+    f = tmp_path / "3" / "rank0.log"
+    write(f, NOISE, mode="w")
+    state = str(tmp_path / "logs.state.json")
+    kw = dict(path_patterns=["{job}/rank{rank}.log"], state_path=state)
+    a = LogsCollector([str(tmp_path / "*" / "rank*.log")], "n1", **kw)
+    write(f, [WATCHDOG])
+    assert [e.data.signature for e in a.collect_sync()] == [sig(WATCHDOG)]
+    write(f, ["step 7 | loss 2.1"])  # uninteresting line: the position still moves past it
+    a.collect_sync()
+    # agent down; the job keeps logging
+    write(f, [NCCL_WARN])
+    b = LogsCollector([str(tmp_path / "*" / "rank*.log")], "n1", **kw)
+    evs = b.collect_sync()
+    assert [e.data.signature for e in evs] == [sig(NCCL_WARN)]  # the line logged while down, not the old one

@@ -19,7 +19,7 @@ log = logging.getLogger("faultline.collect.tail")
 
 class FileTail:
     def __init__(self, path: str, *, from_start: bool = False, max_read: int = 4 << 20,
-                 max_line: int = 64 * 1024) -> None:
+                 max_line: int = 64 * 1024, resume: tuple[int, int, int] | None = None) -> None:
         self.path = path
         self.max_read = max_read
         self.max_line = max_line
@@ -30,9 +30,15 @@ class FileTail:
         self._tailsig = b""  # last bytes before the offset (truncate-and-rewrite detection)
         self.rotations = 0
         self.truncations = 0
-        self._open(seek_end=not from_start)
+        self._open(seek_end=not from_start, resume=resume)
 
-    def _open(self, *, seek_end: bool) -> bool:
+    def position(self) -> tuple[int, int, int] | None:
+        """(dev, inode, offset of the last whole line) to resume from after a restart."""
+        if self._ino is None:
+            return None
+        return (self._ino[0], self._ino[1], self._off - len(self._partial))
+
+    def _open(self, *, seek_end: bool, resume: tuple[int, int, int] | None = None) -> bool:
         try:
             fh = open(self.path, "rb")
         except OSError:
@@ -43,6 +49,8 @@ class FileTail:
         self._fh = fh
         self._ino = (st.st_dev, st.st_ino)
         self._off = st.st_size if seek_end else 0
+        if resume is not None and (resume[0], resume[1]) == self._ino and resume[2] <= st.st_size:
+            self._off = resume[2]  # same file as before the restart: go on where we were
         fh.seek(self._off)
         self._tailsig = os.pread(fh.fileno(), min(32, self._off), self._off - min(32, self._off)) if self._off else b""
         self._partial = b""
@@ -126,13 +134,46 @@ class GlobTail:
     """Follow every file matching ``patterns``; files already there at start are read from
     their end unless ``from_start``; files that appear later are read from their start."""
 
-    def __init__(self, patterns: list[str], *, from_start: bool = False, rescan_s: float = 5.0) -> None:
+    def __init__(self, patterns: list[str], *, from_start: bool = False, rescan_s: float = 5.0,
+                 state_path: str | None = None) -> None:
         self.patterns = patterns
         self.rescan_s = rescan_s  # globbing big trees every poll is the expensive part
         self._scanned = time.monotonic()
+        self.state_path = state_path
+        self._saved: dict[str, list[int]] = self._load()
         self.tails: dict[str, FileTail] = {}
         for path in self._match():
-            self.tails[path] = FileTail(path, from_start=from_start)
+            r = self._saved.get(path)
+            self.tails[path] = FileTail(path, from_start=from_start, resume=tuple(r) if r else None)
+
+    def _load(self) -> dict[str, list[int]]:
+        if not self.state_path:
+            return {}
+        try:
+            import orjson
+
+            with open(self.state_path, "rb") as fh:
+                return {str(k): list(v) for k, v in orjson.loads(fh.read()).items()}
+        except (OSError, ValueError, AttributeError, TypeError):
+            return {}
+
+    def save(self) -> None:
+        """Persist every file's position (only when something moved)."""
+        if not self.state_path:
+            return
+        cur = {p: list(pos) for p, t in self.tails.items() if (pos := t.position()) is not None}
+        if cur == self._saved:
+            return
+        import orjson
+
+        d = os.path.dirname(self.state_path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(orjson.dumps(cur))
+        os.replace(tmp, self.state_path)
+        self._saved = cur
 
     def _match(self) -> list[str]:
         seen: list[str] = []

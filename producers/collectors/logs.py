@@ -90,13 +90,14 @@ class LogsCollector(Collector):
     def __init__(self, globs: list[str], node: str | None = None, *, path_patterns: list[str] = (),
                  job: str | None = None, rank: int | None = None, from_start: bool = False,
                  burst: float = 5, every_s: float = 10.0, block_timeout_s: float = 2.0,
-                 rescan_s: float = 5.0, classify: Callable[[str], object] | None = None) -> None:
+                 rescan_s: float = 5.0, state_path: str | None = None,
+                 classify: Callable[[str], object] | None = None) -> None:
         if classify is None:
             from ...streams.signatures import classify
         self.classify = classify
         self.node = node or hostname()
         self.source = f"logs@{self.node}"
-        self.tail = GlobTail(globs, from_start=from_start, rescan_s=rescan_s)
+        self.tail = GlobTail(globs, from_start=from_start, rescan_s=rescan_s, state_path=state_path)
         self.patterns = [compile_path_pattern(p) for p in path_patterns]
         self.job = job or os.environ.get("SLURM_JOB_ID")
         env_rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID")
@@ -194,6 +195,7 @@ class LogsCollector(Collector):
         t = time.monotonic()
         for path in [p for p, b in self._blocks.items() if final or b.ended or t - b.started > self.block_timeout_s]:
             self._close_block(path, done)
+        self.tail.save()
         out: list[Envelope] = []
         for path, msg, lrank in done:
             sig = self.classify(msg)
@@ -231,6 +233,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job", help="job id (default: from the path, else SLURM_JOB_ID)")
     p.add_argument("--rank", type=int, help="rank (default: from the path, else RANK/SLURM_PROCID)")
     p.add_argument("--from-start", action="store_true", help="read existing files from their start")
+    p.add_argument("--state", help="file keeping each log file's read position, so a restarted agent "
+                                   "goes on where it stopped (default: next to the spool dir)")
     p.add_argument("--burst", type=float, default=5, help="events per (job, rank, signature) before limiting")
     p.add_argument("--every", type=float, default=10.0, metavar="SECONDS",
                    help="after the burst, at most one event per SECONDS per (job, rank, signature)")
@@ -238,4 +242,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build(args: argparse.Namespace, settings: Settings) -> LogsCollector:
     return LogsCollector(args.globs, args.node, path_patterns=args.path_pattern, job=args.job,
-                         rank=args.rank, from_start=args.from_start, burst=args.burst, every_s=args.every)
+                         rank=args.rank, from_start=args.from_start, burst=args.burst, every_s=args.every,
+                         state_path=args.state or default_state_path(settings))
+
+
+def default_state_path(settings: Settings) -> str:
+    return str(settings.extra.get("logs_state") or
+               os.path.join(os.path.dirname(os.path.normpath(settings.spool_dir)) or ".", "logs.state.json"))

@@ -136,10 +136,13 @@ def build_collectors(doc: dict[str, Any], settings: Settings, *, nvml_module: st
         cfg = wanted["logs"]
         if not cfg.get("globs"):
             raise NodeConfigError("[collectors.logs] needs globs = [\"/path/*.log\", ...]")
+        from .logs import default_state_path as lstate
+
         out.append(interval(LogsCollector(cfg["globs"], node, path_patterns=cfg.get("path_patterns", []),
                                           job=cfg.get("job", job), rank=cfg.get("rank"),
                                           from_start=cfg.get("from_start", False), burst=cfg.get("burst", 5),
-                                          every_s=cfg.get("every", 10.0)), cfg))
+                                          every_s=cfg.get("every", 10.0),
+                                          state_path=cfg.get("state") or lstate(settings)), cfg))
     if "checkpoints" in wanted:
         from .checkpoints import CheckpointCollector
 
