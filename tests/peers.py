@@ -167,6 +167,31 @@ def slurm_cluster():
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def slurm_acct_cluster():
+    """Like ``slurm_cluster`` plus slurmdbd and a private MariaDB (so ``sacct`` works), with
+    MinJobAge=2 so finished jobs leave slurmctld within seconds."""
+    _need_root("slurmctld/slurmd/slurmdbd/mariadb")
+    if not shutil.which("slurmdbd") or not shutil.which("mariadbd"):
+        pytest.skip("slurmdbd/mariadb-server not installed: run infra/peers/install.sh")
+    base = f"{BASE}/slurm-acct-{os.getpid()}"
+    env = {"BASE": base, "FRESH": "1", "ACCT": "1", "MINJOBAGE": "2",
+           "SLURMCTLD_PORT": str(_free_tcp_port()), "SLURMD_PORT": str(_free_tcp_port()),
+           "SLURMDBD_PORT": str(_free_tcp_port()), "MYSQL_PORT": str(_free_tcp_port())}
+    try:
+        _script("slurm_up.sh", env, timeout=240)
+        conf = f"{base}/slurm/slurm.conf"
+        yield SlurmCluster(conf=conf, node=socket.gethostname().split(".")[0], env={"SLURM_CONF": conf},
+                           started_here=True, base=base)
+    finally:
+        _script("slurm_down.sh", {"BASE": base}, timeout=90)
+        for pidfile in ("slurm/run/slurmctld.pid", "slurm/run/slurmdbd.pid", "mysql/mysqld.pid"):
+            f = Path(base, pidfile)
+            if f.is_file() and f.read_text().strip():
+                assert not _alive(int(f.read_text().strip())), f"{pidfile} survived slurm_down.sh"
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _alive(pid: int) -> bool:
     if pid <= 0:
         return False

@@ -12,7 +12,7 @@ from faultline.producers.collectors.slurm import (
     jobs_from_squeue_json, node_state, nodes_from_scontrol, parse_kv_line, split_exit,
 )
 from faultline.schemas import decode, encode
-from peers import slurm_cluster  # noqa: F401
+from peers import slurm_acct_cluster, slurm_cluster  # noqa: F401
 
 # captured from `scontrol show job -o` / `scontrol show node -o` of Slurm 22.05.8 on this machine
 SCONTROL_JOB = (
@@ -185,3 +185,41 @@ async def test_real_slurm_job_endings(slurm_cluster, tmp_path):
     # a restarted collector on the same state file has nothing new to say about these jobs
     again = await SlurmCollector(state_file=tmp_path / "slurm.json", env=col.env, use_sacct=False, nodes=False).collect()
     assert [e for e in again if e.job in jobs.values()] == []
+
+
+@pytest.mark.slow
+async def test_job_that_ended_while_the_collector_was_down_comes_from_sacct(slurm_acct_cluster, tmp_path):
+    """Cursor across restarts: the collector saw the job running, was down while it failed and
+    slurmctld forgot it (MinJobAge=2); the restarted collector gets its end from sacct."""
+    import os
+
+    cl = slurm_acct_cluster
+    env = {**os.environ, **cl.env}
+    sf = tmp_path / "slurm.json"
+    job = cl.sbatch("-J", "fl-lost", "--wrap", "sleep 4; exit 3")
+    first = SlurmCollector(state_file=sf, env=env, nodes=False)
+    seen = []
+    for _ in range(60):
+        seen += [e for e in await first.collect() if e.job == job]
+        if any(e.data.state == "running" for e in seen):
+            break
+        await asyncio.sleep(0.5)
+    assert [e.data.state for e in seen][-1] == "running"
+    await first.close()  # the collector goes away ...
+    for _ in range(90):   # ... until the job has ended and left slurmctld
+        held = {str(j["job_id"]) for j in orjson.loads(cl.run("squeue", "--json"))["jobs"]}
+        if job not in held:
+            break
+        await asyncio.sleep(0.5)
+    else:
+        pytest.fail(f"job {job} still held by slurmctld after 45 s")
+    for _ in range(20):  # sacct lags slurmctld by a few seconds
+        restarted = SlurmCollector(state_file=sf, env=env, nodes=False)
+        ends = [e for e in await restarted.collect() if e.job == job]
+        if ends:
+            break
+        await asyncio.sleep(1.0)
+    assert [(e.data.state, e.data.exit_code, e.data.signal, e.data.attempt, e.data.nodes) for e in ends] == [
+        ("failed", 3, None, 0, [cl.node])]
+    assert ends[0].data.end_ts and ends[0].ts == ends[0].data.end_ts
+    assert [e for e in await restarted.collect() if e.job == job] == []

@@ -7,6 +7,7 @@ set -euo pipefail
 
 PACKAGES=(
     slurm-wlm slurmctld slurmd slurm-client munge
+    slurmdbd mariadb-server
     snmpd snmp snmptrapd
     openipmi ipmitool
     prometheus-node-exporter

@@ -53,7 +53,7 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/$( [ "$ACCT" = 1 ] && echo linux || echo none )
 $( if [ "$ACCT" = 1 ]; then echo "AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort=6819
+AccountingStoragePort=${SLURMDBD_PORT:-6819}
 AccountingStoragePass=$M/run/munge.sock"; else echo "AccountingStorageType=accounting_storage/none"; fi )
 JobCompType=jobcomp/filetxt
 JobCompLoc=$S/log/jobcomp.txt
@@ -83,7 +83,7 @@ if [ "$ACCT" = 1 ]; then
   [ -d $DB/data/mysql ] || mariadb-install-db --no-defaults --datadir=$DB/data --user=mysql \
         --auth-root-authentication-method=normal --skip-test-db > $DB/install.log 2>&1
   if ! alive $DB/mysqld.pid; then
-    setsid mariadbd --no-defaults --datadir=$DB/data --socket=$DB/mysqld.sock --port=3307 --bind-address=127.0.0.1 \
+    setsid mariadbd --no-defaults --datadir=$DB/data --socket=$DB/mysqld.sock --port=${MYSQL_PORT:-3307} --bind-address=127.0.0.1 \
         --pid-file=$DB/mysqld.pid --log-error=$DB/err.log --user=mysql --skip-log-bin \
         --innodb-buffer-pool-size=1G --innodb-lock-wait-timeout=900 </dev/null >/dev/null 2>&1 &
     for i in $(seq 1 200); do mariadb -S $DB/mysqld.sock -e 'select 1' >/dev/null 2>&1 && break; sleep 0.05; done
@@ -97,14 +97,14 @@ AuthType=auth/munge
 AuthInfo=socket=$M/run/munge.sock
 DbdHost=$H
 DbdAddr=127.0.0.1
-DbdPort=6819
+DbdPort=${SLURMDBD_PORT:-6819}
 SlurmUser=root
 PidFile=$S/run/slurmdbd.pid
 LogFile=$S/log/slurmdbd.log
 DebugLevel=info
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
-StoragePort=3307
+StoragePort=${MYSQL_PORT:-3307}
 StorageUser=slurm
 StoragePass=slurmpw
 StorageLoc=slurm_acct_db
