@@ -3,7 +3,6 @@ real OpenIPMI ``ipmi_sim`` BMC reaching Kafka as hw.sensor / hw.sel."""
 
 import asyncio
 
-import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer
 
