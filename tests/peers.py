@@ -9,6 +9,8 @@ Import the fixtures into a test module: ``from peers import snmp_lab  # noqa: F4
 - ``slurm_cluster`` (session): slurmctld + slurmd + munge, one node on loopback, 4 fake GPUs,
   private to the session (state dir, munge socket, free ports).
 - ``ipmi_bmc`` (module): OpenIPMI ``ipmi_sim`` on a loopback UDP port, driven with ``ipmitool``.
+- ``redfish_bmc`` (function): OpenStack sushy-tools ``sushy-static`` serving a Redfish mockup
+  tree the test writes (files are read per request, so the test can change them live).
 
 Each skips with the reason when the machine cannot run it (not root, no netns, package missing).
 """
@@ -245,3 +247,51 @@ def ipmi_bmc():
         _script("ipmi_down.sh", env)
         assert not _alive(pid), f"ipmi_sim pid {pid} survived ipmi_down.sh"
         shutil.rmtree(env["BASE"], ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- Redfish (sushy-static)
+@dataclass
+class RedfishBmc:
+    url: str
+    root: Path              # mockup tree: <root>/redfish/v1/.../index.json
+    pid: int
+
+    def put(self, path: str, doc: dict) -> None:
+        """Write the resource at ``/redfish/v1/<path>`` (served from the next request on)."""
+        import json
+
+        d = self.root / "redfish" / "v1" / path.strip("/")
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / "index.json.tmp"
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(d / "index.json")
+
+
+@pytest.fixture
+def redfish_bmc(tmp_path):
+    import sys
+
+    exe = Path(sys.executable).parent / "sushy-static"
+    if not exe.exists():
+        pytest.skip("sushy-tools not installed (pip install sushy-tools): no Redfish emulator")
+    root = tmp_path / "mockup"
+    bmc = RedfishBmc(url="", root=root, pid=0)
+    bmc.put("", {"@odata.id": "/redfish/v1", "Id": "RootService", "RedfishVersion": "1.6.0",
+                 "Chassis": {"@odata.id": "/redfish/v1/Chassis"}, "Systems": {"@odata.id": "/redfish/v1/Systems"},
+                 "SessionService": {"@odata.id": "/redfish/v1/SessionService"},
+                 "Links": {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"}}})
+    port = _free_tcp_port()
+    proc = subprocess.Popen([str(exe), "-i", "127.0.0.1", "-p", str(port), "-m", str(root / "redfish" / "v1")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bmc.url, bmc.pid = f"http://127.0.0.1:{port}", proc.pid
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    try:
+        yield bmc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

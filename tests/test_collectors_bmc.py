@@ -12,7 +12,7 @@ from faultline.producers.collectors.bmc import (
     redfish_log_entries, redfish_power, redfish_sensor, redfish_thermal,
 )
 from faultline.schemas import decode
-from peers import ipmi_bmc  # noqa: F401
+from peers import ipmi_bmc, redfish_bmc  # noqa: F401
 
 # real ipmitool 1.8.19 output against ipmi_sim (see /work/shared/peers/ipmi_sim.md)
 SDR = "MBTemp           | 01h | ucr |  7.1 | 149 degrees C\nwatchdog         | 00h | ok  |  7.1 | 0x00\nFAN1 | 30h | ok | 29.1 | 5400 RPM\nP12V | 31h | lnc | 7.1 | 11.20 Volts\nPSU2 In | 32h | ns | 10.2 | No Reading\n"
@@ -142,3 +142,53 @@ async def test_ipmi_sim_sensors_and_new_sel_entry_reach_kafka(ipmi_bmc, settings
     assert any(e.data.sensor_type == "Temperature" and e.data.severity == "critical" for e in sels)
     assert len({e.data.entry_id for e in sels}) == len(sels), "each SEL entry is published once"
     assert all(k == b"gpu01" and e.node == "gpu01" for k, e in got)
+
+
+def _mockup(bmc, entries):
+    bmc.put("Chassis", {"Members": [{"@odata.id": "/redfish/v1/Chassis/1U"}]})
+    bmc.put("Chassis/1U", {"@odata.id": "/redfish/v1/Chassis/1U", "Id": "1U",
+                           "Thermal": {"@odata.id": "/redfish/v1/Chassis/1U/Thermal"},
+                           "Power": {"@odata.id": "/redfish/v1/Chassis/1U/Power"}})
+    bmc.put("Chassis/1U/Thermal", {"Temperatures": [
+        {"MemberId": "0", "Name": "CPU1 Temp", "ReadingCelsius": 41, "Status": {"State": "Enabled", "Health": "OK"}}],
+        "Fans": [{"MemberId": "0", "Name": "BaseBoard System Fan", "Reading": 2100, "ReadingUnits": "RPM",
+                  "Status": {"State": "Enabled", "Health": "OK"}}]})
+    bmc.put("Chassis/1U/Power", {"PowerControl": [{"Name": "System Power Control", "PowerConsumedWatts": 344}],
+                                 "PowerSupplies": [{"Name": "Power Supply Bay 2", "LastPowerOutputWatts": 0,
+                                                    "Status": {"State": "Enabled", "Health": "Critical"}}]})
+    bmc.put("Systems", {"Members": [{"@odata.id": "/redfish/v1/Systems/437XR1138R2"}]})
+    bmc.put("Systems/437XR1138R2", {"Id": "437XR1138R2",
+                                    "LogServices": {"@odata.id": "/redfish/v1/Systems/437XR1138R2/LogServices"}})
+    bmc.put("Systems/437XR1138R2/LogServices", {"Members": [{"@odata.id": "/redfish/v1/Systems/437XR1138R2/LogServices/SEL"}]})
+    bmc.put("Systems/437XR1138R2/LogServices/SEL", {"Id": "SEL", "Name": "System Event Log Service",
+                                                    "Entries": {"@odata.id": "/redfish/v1/Systems/437XR1138R2/LogServices/SEL/Entries"}})
+    bmc.put("Systems/437XR1138R2/LogServices/SEL/Entries", {"Members": entries})
+
+
+async def test_redfish_service_sensors_and_new_log_entry(redfish_bmc):
+    """Against sushy-tools' sushy-static serving a Redfish tree (DMTF mockup shapes) over HTTP."""
+    e1 = {"@odata.id": "/redfish/v1/Systems/437XR1138R2/LogServices/SEL/Entries/1", "Id": "1",
+          "Created": "2026-11-29T14:00:00Z", "EntryType": "SEL", "Severity": "OK", "Message": "System power on",
+          "MessageId": "Event.1.0.PowerOn", "SensorType": "Power Unit"}
+    _mockup(redfish_bmc, [e1])
+    b = Bmc(node="gpu05", host=redfish_bmc.url, protocol="redfish", user="root", password="calvin",
+            auth="basic", timeout_s=5)
+    col = BmcCollector([b], sel_history_hours=1e6)
+    try:
+        r1 = await col.collect()
+        e2 = {**e1, "@odata.id": e1["@odata.id"][:-1] + "2", "Id": "2", "Created": "2026-11-29T14:05:00Z",
+              "Severity": "Critical", "Message": "Power supply 2 input lost", "MessageId": "PowerEvent.1.0.PSUInputLost",
+              "SensorType": "Power Supply"}
+        _mockup(redfish_bmc, [e1, e2])
+        r2 = await col.collect()
+    finally:
+        await col.close()
+    assert col.state[col._key(b)].status == "ok"
+    sensors = {e.data.sensor: e.data for e in r1 if e.kind == "hw.sensor"}
+    assert sensors["CPU1 Temp"].value == 41.0 and sensors["BaseBoard System Fan"].unit == "RPM"
+    assert sensors["Power Supply Bay 2"].status == "critical" and sensors["System Power Control"].value == 344.0
+    assert [e.data.entry_id for e in r1 if e.kind == "hw.sel"] == ["1"]
+    (new,) = [e for e in r2 if e.kind == "hw.sel"]
+    assert (new.data.entry_id, new.data.severity, new.data.sensor_type, new.data.message_id, new.node) == \
+        ("2", "critical", "Power Supply", "PowerEvent.1.0.PSUInputLost", "gpu05")
+    assert new.ts == 1795961100000 and new.source.startswith("redfish@")

@@ -18,7 +18,7 @@ round, entries older than ``--sel-history-hours`` are skipped.
 Config (``--bmcs FILE``, TOML/JSON): ``[defaults]`` and ``[[bmc]]`` with ``node``, ``host``,
 ``protocol`` (``ipmi``|``redfish``), ``port``, ``user``/``user_env``/``user_file``,
 ``password``/``password_env``/``password_file``, ``timeout_s``, ``cipher_suite``,
-``interface``, ``verify_tls``. Credentials are never logged.
+``interface``, ``cafile``, ``auth`` (Redfish ``session`` or ``basic``). Credentials are never logged.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ class Bmc:
     timeout_s: float = 15.0
     interface: str = "lanplus"
     cipher_suite: int = 3
-    verify_tls: bool = True
+    cafile: str | None = None                # Redfish: CA bundle for the BMC's TLS certificate
+    auth: str = "session"                    # Redfish: session | basic
     sensors: bool = True
     sel: bool = True
 
@@ -106,7 +107,8 @@ def bmc_from_dict(cfg: dict[str, Any], defaults: dict[str, Any] | None = None, w
     return Bmc(node=str(m["node"]), host=str(m["host"]), protocol=proto,
                port=int(m["port"]) if m.get("port") else None, user=user, password=password,
                timeout_s=float(m.get("timeout_s", 15.0)), interface=str(m.get("interface", "lanplus")),
-               cipher_suite=int(m.get("cipher_suite", 3)), verify_tls=bool(m.get("verify_tls", True)),
+               cipher_suite=int(m.get("cipher_suite", 3)), cafile=m.get("cafile"),
+               auth=str(m.get("auth", "session")),
                sensors=bool(m.get("sensors", True)), sel=bool(m.get("sel", True)))
 
 
@@ -479,8 +481,8 @@ class BmcCollector(Collector):
             scheme = "https" if not b.host.startswith("http") else ""
             url = b.host if not scheme else f"{scheme}://{b.host}{':' + str(b.port) if b.port else ''}"
             c = redfish.redfish_client(base_url=url, username=b.user, password=b.password,
-                                       timeout=int(max(1, b.timeout_s)), max_retry=1)
-            c.login(auth="session")
+                                       timeout=int(max(1, b.timeout_s)), max_retry=1, cafile=b.cafile)
+            c.login(auth=b.auth)
             self._redfish[key] = c
         return c
 
