@@ -27,6 +27,7 @@ topics, or 0 for the GlobalTable), so batches mixing partitions stay correct.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -79,8 +80,12 @@ class Stats:
         self.node_busy_ms = 0
         self.job_busy_ms = 0
         self.batches = 0
+        self.ticks = 0
+        self.ticks_sent = 0
+        self.ticks_local = 0
+        self.job_batches = 0
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -280,15 +285,19 @@ def install(app: faust.App, settings: Settings) -> None:
                     stats.pushes += 1
 
     # ------------------------------------------------------------------ job side
+    job_lock = asyncio.Lock()
+
     @app.agent(job_topic, name="faultline.job_events")
     async def job_events(stream: Any) -> None:
         async for batch in stream.take_events(BATCH, within=WITHIN_S):
             t0 = time.perf_counter()
             try:
-                await _job_batch(batch)
+                async with job_lock:
+                    await _job_batch(batch)
             except Exception:  # noqa: BLE001
                 log.exception("job batch failed", extra={"size": len(batch)})
             stats.job_busy_ms += int((time.perf_counter() - t0) * 1000)
+            stats.job_batches += 1
 
     def ensure_partition_loaded(sd: _Sides, part: int) -> None:
         """After (re)start or rebalance: load every job of ``part`` from the table, so its
@@ -345,6 +354,10 @@ def install(app: faust.App, settings: Settings) -> None:
                     ticked = True
             except Exception as err:  # noqa: BLE001 - internal topic; should not happen
                 log.warning("bad internal job record", extra={"error": str(err)})
+        await _job_advance(sd, fresh, ticked, node_parts)
+
+    async def _job_advance(sd: _Sides, fresh: list[Any], ticked: bool, node_parts: dict[str, int]) -> None:
+        js = sd.job
         wm, idle = wms.value(worker_id)
         stats.watermark = wm
         js.ingest(fresh, wm)
@@ -354,7 +367,7 @@ def install(app: faust.App, settings: Settings) -> None:
             js.recheck()
         js.flush_shared()
         for job in js.dirty:
-            if job in js.jobs:
+            if job in js.jobs or job in js.fences:    # fences: buffered, not yet applied
                 b = job.encode()
                 _put(jobs, partition_of(b, P), b, js.dump(job))
         js.dirty.clear()
@@ -369,12 +382,31 @@ def install(app: faust.App, settings: Settings) -> None:
     async def tick() -> None:
         """Broadcast this worker's watermark to every job partition (stall detection and
         window closing follow event time even for a job that gets no more events)."""
+        stats.ticks += 1
         local = wms.local()
         if local is None:
             return
         v = b"T" + orjson.dumps({"w": worker_id, "wm": local[0], "idle": local[1]})
         for p in range(P):
             await jobs_out.send(value=v, partition=p)
+        # advance this worker's own job partitions directly too (not only when the tick
+        # records come back through Kafka): stall timers and closing windows never wait
+        # on the consumer
+        stats.ticks_sent += 1
+        if app.rebalancing or app.in_recovery:
+            return
+        stats.ticks_local += 1
+        try:
+            mine = {tp.partition for tp in app.assignment.assigned_actives() if tp.topic == T("fl.sched")}
+        except Exception:  # noqa: BLE001 - no assignment yet
+            return
+        if not mine:
+            return
+        async with job_lock:
+            sd = sides()
+            for part in mine:
+                ensure_partition_loaded(sd, part)
+            await _job_advance(sd, [], True, {})
 
     @app.timer(interval=STATS_S, name="faultline.stats")
     async def log_stats() -> None:
@@ -382,6 +414,26 @@ def install(app: faust.App, settings: Settings) -> None:
         sd = box["sides"]
         if sd is not None:
             js = sd.job
+            try:
+                d.update(pbuf=app.producer.buffer.size, flow=int(app.flow_control.is_active()),
+                         paused=len(getattr(app.consumer, "_buffered_partitions", ()) or ()),
+                         active=len(app.consumer._active_partitions or ()))
+            except Exception as err:  # noqa: BLE001 - debug only
+                d.update(dbg=str(err)[:80])
             d.update(jobs=len(js.jobs), buffered=len(js._buf), pending=len(js._pending),
                      evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(wms.value(worker_id)[1]))
+            if os.environ.get("FAULTLINE_WORKER_DEBUG"):
+                now = time.monotonic()
+                log.info("wm local=%s global=%s workers=%s", wms.local(), wms.value(worker_id), wms._workers)
+                log.info("partitions %s", " ".join(
+                    f"{t.rsplit('.', 1)[-1]}/{p}:{v[0] - js._wm}ms@{now - v[1]:.0f}s"
+                    for (t, p), v in sorted(wms._parts.items())))
+                import asyncio
+                import traceback
+                for task in asyncio.all_tasks():
+                    fr = task.get_stack(limit=30)
+                    txt = "".join(traceback.format_list(traceback.StackSummary.extract(
+                        (f, f.f_lineno) for f in fr)))
+                    if "agents.py" in txt or "take_events" in txt:
+                        log.info("agent task stack %s:\n%s", task.get_name(), txt[-2500:])
         log.info("worker stats %s", " ".join(f"{k}={v}" for k, v in d.items()), extra=d)

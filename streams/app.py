@@ -92,6 +92,7 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
         broker_commit_every=1000,
         broker_commit_interval=1.0,
         stream_wait_empty=False,
+        stream_buffer_maxsize=50_000,
         # a crashed worker's partitions move to the others after 15 s (default 60 s)
         broker_session_timeout=15.0,
         broker_heartbeat_interval=3.0,
