@@ -244,7 +244,7 @@ def _vary(kind: str, draw) -> dict:
                                                              "power_brake", "sw_power_cap"]), max_size=3)))
     elif kind == "gpu.xid":
         data.update(xid=draw(st.integers(0, 200)), message=draw(st.text(max_size=200)),
-                    gpu=draw(st.one_of(st.none(), st.integers(0, 15))), pid=draw(st.one_of(st.none(), st.integers())))
+                    gpu=draw(st.one_of(st.none(), st.integers(0, 15))), pid=draw(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))))
     elif kind == "hw.sensor":
         data.update(value=draw(_opt_num), type=draw(st.sampled_from(["temperature", "fan", "voltage", "power", "current", "other"])))
     elif kind == "net.port":
