@@ -212,3 +212,27 @@ def test_simulate_api_returns_dicts_and_lines():
     assert labels == labels2
     assert [orjson.loads(x) for x in lines] == dicts
     assert all(isinstance(x, bytes) for x in lines)
+
+
+def test_first_rank_to_complain_is_not_the_culprit():
+    """Hard case: after one GPU drops off the bus every *other* rank prints the NCCL watchdog;
+    the culprit's process is dead or wedged and never prints it."""
+    checked = 0
+    for seed in range(8):
+        sim = Simulation("gpu-xid79", seed, intervals=Intervals(gpu=600, hw=600, net_port=600, net_rdma=600,
+                                                                 storage=600, mount=900))
+        events = [orjson.loads(x) for x in sim.lines()]
+        inc = sim.labels()["interruptions"][0]
+        node, gpu = inc["component"][4:].split("/")
+        running = next(e for e in events if e["kind"] == "sched.job" and e["job"] == inc["job"]
+                       and e["data"]["attempt"] == inc["attempt"] and e["data"]["state"] == "running")
+        ranks = running["data"]["ranks"]
+        culprit = [int(r) for r, n in ranks.items() if n == node][int(gpu)]
+        wd = [e for e in events if e["kind"] == "runtime.log" and e["job"] == inc["job"]
+              and "Watchdog caught collective operation timeout" in e["data"]["message"]]
+        if not wd:  # the node-wedged (NODE_FAIL) variant has no watchdog
+            continue
+        checked += 1
+        assert culprit not in {e["data"]["rank"] for e in wd}
+        assert len({e["data"]["rank"] for e in wd}) == len(ranks) - 1
+    assert checked >= 2

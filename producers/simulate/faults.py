@@ -87,7 +87,7 @@ def _seq_of(att: Attempt, t: int) -> int:
 
 def pick(plan: Plan, t: int, *, min_nodes: int = 1, max_nodes: int = 10**6, min_age_ms: int = 6 * MIN,
          node: int | None = None, segment: str | None = None, exclude_faulted: bool = True,
-         needs_ckpt_before_end: bool = False) -> Attempt | None:
+         needs_ckpt_before_end: bool = False, min_left_ms: int | None = None) -> Attempt | None:
     cands = []
     for a in plan.running_at(t):
         if exclude_faulted and a.fault is not None:
@@ -101,6 +101,9 @@ def pick(plan: Plan, t: int, *, min_nodes: int = 1, max_nodes: int = 10**6, min_
             continue
         if a.halt_ts is not None or a.stalled_ts is not None:
             continue
+        left = min_left_ms if min_left_ms is not None else a.job.watchdog_ms + 5 * MIN
+        if a.end_ts is not None and a.end_ts < t + left:
+            continue  # about to end anyway: the fault's failure would not be what stops it
         cands.append(a)
     if not cands:
         return None
@@ -600,10 +603,12 @@ def mount_events(plan: Plan, path: str, nodes, t: int, state: str, error: str | 
 def f_storage_slow(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     plan = sch.plan
     r = plan.rng
-    att = pick(plan, t, min_age_ms=4 * MIN)
+    path = spec.params.get("path") or ("/datasets" if r.random() < 0.35 else "/ckpt")
+    att = pick(plan, t, min_age_ms=4 * MIN, min_left_ms=45 * MIN if path == "/datasets" else 5 * MIN)
     if att is None:
         return False
-    path = spec.params.get("path", "/ckpt")
+    if path == "/datasets":
+        return _datasets_slow(sch, spec, t, att)
     m = _mount(plan, path)
     ramp = spec.params.get("ramp_ms") or r.randrange(10, 30) * MIN
     peak = spec.params.get("peak") or r.uniform(80, 400)
@@ -641,6 +646,45 @@ def f_storage_slow(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
                 sch.reschedule(other)
     label(att, "storage_slow", f"path:{path}", "storage_slow",
           f"{path} latency x{peak:.0f}; checkpoint write hung and the job stalled")
+    finish(sch, att, spec)
+    return True
+
+
+def _datasets_slow(sch: Scheduler, spec: FaultSpec, t: int, att: Attempt) -> bool:
+    """The dataset filesystem slows: input-bound steps get slower and slower, then a
+    DataLoader worker times out and the job dies (storage stays mounted throughout)."""
+    plan = sch.plan
+    r = plan.rng
+    path = "/datasets"
+    m = _mount(plan, path)
+    peak = r.uniform(40, 150)
+    ramp = r.randrange(8, 20) * MIN
+    t_fail = t + r.randrange(15, 35) * MIN
+    if t_fail > plan.t_end - 10 * MIN:
+        return False
+    plan.ov.add_storage(path, t - ramp, t, lat_mult=(1.0, peak / 4))
+    plan.ov.add_storage(path, t, t_fail + r.randrange(30, 90) * MIN, lat_mult=peak)
+    att.slow = [(t - ramp // 2, r.uniform(1.3, 1.8)), (t, r.uniform(3.0, 6.0))]
+    for i in att.nodes[:3]:
+        ts = t + r.randrange(60_000, 10 * MIN)
+        if m.fs_type == "lustre":
+            msg = (f"Lustre: datafs-OST00{r.randrange(10, 40)}-osc-ffff8f2c3a9e1000: Connection to datafs-OST00"
+                   f"{r.randrange(10, 40)} (at {m.server}) was lost; in progress operations using this service will "
+                   "wait for recovery to complete")
+        else:
+            msg = M.nfs_not_responding(m.server or "storage")
+        rlog(plan, att, ts, i, None, "kernel", msg)
+    crank = r.randrange(len(att.nodes) * att.job.gpn)
+    block = M.traceback(M.train_frames(r)[:2] + [
+        ("/workspace/trainer.py", 288, "fit", "for batch in self.train_loader:"),
+        (f"{M._site()}/torch/utils/data/dataloader.py", 1328, "_next_data", "idx, data = self._get_data()"),
+        (f"{M._site()}/torch/utils/data/dataloader.py", 1284, "_get_data", "success, data = self._try_get_data()"),
+        (f"{M._site()}/torch/utils/data/dataloader.py", 1145, "_try_get_data",
+         "raise RuntimeError(f'DataLoader timed out after {self._timeout} seconds') from e")],
+        f"RuntimeError: DataLoader timed out after {r.choice((600, 900, 1800))} seconds")
+    cascade_fast(sch, att, t_fail, crank, block)
+    label(att, "storage_slow", f"path:{path}", "storage_slow",
+          f"{path} latency x{peak:.0f}; input pipeline starved, DataLoader timed out")
     finish(sch, att, spec)
     return True
 

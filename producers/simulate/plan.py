@@ -154,7 +154,7 @@ class Scheduler:
     """Event-driven FIFO+backfill allocator over the window, with fault hooks."""
 
     def __init__(self, plan: Plan, faults: list[FaultSpec], fault_lib: dict[str, Callable],
-                 load: float = 1.3) -> None:
+                 load: float = 1.6) -> None:
         self.plan = plan
         self.q: list = []
         self.pending: list[Attempt] = []
@@ -190,7 +190,7 @@ class Scheduler:
             t += r.randrange(1_000, 20_000)
         window_h = (p.t_end - p.t0) / 3.6e6
         avg_nodes = sum(s * w for s, w in zip(*_job_sizes(n))) / sum(_job_sizes(n)[1])
-        rate_h = max(1.0, n / avg_nodes / 2.0)  # arrivals/hour to keep the fleet busy (with a backlog)
+        rate_h = max(1.5, n / avg_nodes / 1.2)  # arrivals/hour to keep the fleet busy (with a backlog)
         ta = p.t0 + 60_000
         from .telemetry import diurnal
 
@@ -321,6 +321,8 @@ def build_labels(plan: Plan) -> dict:
             continue
         lab = att.label
         st = attempt_state(att)
+        if lab is not None and att.end_state in ("completed", "cancelled") and not att.stall:
+            lab = None  # safety net: the job ended on its own before the fault could stop it
         if lab is not None and att.end_state is None and not att.stall:
             # the fault's failure lies beyond the window: a hang in progress at the end is a
             # stall if it already lasted the stall threshold, otherwise nothing happened yet
