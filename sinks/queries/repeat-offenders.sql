@@ -88,32 +88,40 @@ exposure AS
     )
     GROUP BY dimension, subject
 ),
+-- hits and exposure are each read once (a CTE referenced twice runs twice): one union, then
+-- window functions give the per-dimension fleet totals and a GPU its node's exposure
 per AS
 (
-    SELECT h.dimension AS dimension, h.subject AS subject, h.incidents AS incidents, h.blamed AS blamed,
-           e.attempts AS attempts
-    FROM hits AS h
-    LEFT JOIN exposure AS e
-      ON e.dimension = if(h.dimension = 'gpu', 'node', h.dimension)
-     AND e.subject = if(h.dimension = 'gpu', splitByChar('/', h.subject)[1], h.subject)
+    SELECT dimension, subject,
+           sum(n_inc) AS incidents, sum(n_blamed) AS blamed, sum(n_att) AS attempts,
+           if(dimension IN ('node', 'gpu'), splitByChar('/', subject)[1], '') AS key_node
+    FROM
+    (
+        SELECT dimension, subject, incidents AS n_inc, blamed AS n_blamed, toUInt64(0) AS n_att FROM hits
+        UNION ALL
+        SELECT dimension, subject, toUInt64(0), toUInt64(0), attempts FROM exposure
+    )
+    GROUP BY dimension, subject
 ),
-fleet AS
+scored AS
 (
-    SELECT d.dimension AS dimension, d.inc_sum / greatest(x.att_sum, 1) AS fleet_rate
-    FROM (SELECT dimension, sum(incidents) AS inc_sum FROM hits GROUP BY dimension) AS d
-    LEFT JOIN (SELECT dimension, sum(attempts) AS att_sum FROM exposure GROUP BY dimension) AS x
-      ON x.dimension = if(d.dimension = 'gpu', 'node', d.dimension)
+    SELECT dimension, subject, incidents, blamed,
+           if(dimension = 'gpu', maxIf(attempts, dimension = 'node') OVER (PARTITION BY key_node), attempts) AS att,
+           sum(incidents) OVER (PARTITION BY dimension) AS dim_incidents,
+           if(dimension = 'gpu', sumIf(attempts, dimension = 'node') OVER (),
+              sum(attempts) OVER (PARTITION BY dimension)) AS dim_attempts
+    FROM per
 )
-SELECT per.dimension AS dimension,
-       row_number() OVER (PARTITION BY per.dimension ORDER BY per.incidents DESC, per.blamed DESC, per.subject) AS rank,
-       per.subject AS subject,
-       per.incidents AS incidents,
-       per.blamed AS blamed,
-       per.attempts AS attempts,
-       round(if(per.attempts > 0, per.incidents / per.attempts, NULL), 4) AS rate,
-       round(fleet.fleet_rate, 4) AS fleet_rate,
-       round(if(per.attempts > 0 AND fleet.fleet_rate > 0, per.incidents / per.attempts / fleet.fleet_rate, NULL), 2) AS ratio
-FROM per
-LEFT JOIN fleet ON fleet.dimension = per.dimension
+SELECT dimension,
+       row_number() OVER (PARTITION BY dimension ORDER BY incidents DESC, blamed DESC, subject) AS rank,
+       subject,
+       incidents,
+       blamed,
+       att AS attempts,
+       round(if(att > 0, incidents / att, NULL), 4) AS rate,
+       round(dim_incidents / greatest(dim_attempts, 1), 4) AS fleet_rate,
+       round(if(att > 0 AND dim_incidents > 0, (incidents / att) / (dim_incidents / greatest(dim_attempts, 1)), NULL), 2) AS ratio
+FROM scored
+WHERE incidents > 0
 ORDER BY dimension, rank
 LIMIT {top:UInt32} BY dimension
