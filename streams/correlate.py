@@ -330,6 +330,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             c.score = min(0.99, c.score + min(0.1, 0.03 * (len(c.sigs) - 1)))
 
     # ---- version drift inside the job: the odd node out
+    rollout: dict[str, str] = {}
     if len(rec.nodes) > 1:
         for comp in ("driver", "cuda", "nccl", "image", "framework", "gpu_firmware", "ofed", "kernel"):
             vals: dict[str, list[str]] = {}
@@ -342,6 +343,11 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 majority = ranked[0][0]
                 for v, ns in ranked[1:]:
                     for n in ns:
+                        if any(ch.component == comp and ch.to == v
+                               for ch in view.changes_on([n], failure_ts - cfg.change_window_ms, failure_ts)):
+                            # the odd node was just upgraded: a rollout in progress, blame the new version
+                            rollout[f"version:{comp}={v}"] = n
+                            continue
                         key = ("driver_software", f"node:{n}")
                         c = cands.get(key) or _Cand("driver_software", f"node:{n}", 0.0, start,
                                                     f"version drift: {n} runs {comp} {v}, the rest of the job {majority}")
@@ -364,6 +370,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                                    ch.ts, f"{ch.component} changed {ch.from_ or '?'} -> {ch.to} on {ch.node}"
                                    + (f"; {prior} earlier failure(s) since" if prior else ""))
         c.score = max(c.score, score)
+        if comp in rollout:
+            c.score = max(c.score, 0.65)
+            c.summary += f"; {rollout[comp]} runs it while the rest of the job does not"
     if rec.image and prev_image and prev_image != rec.image:
         comp = f"version:image={rec.image}"
         prior = change_failures(comp, failure_ts) if change_failures else 0
