@@ -37,17 +37,18 @@ SETTINGS ttl_only_drop_parts = 1;
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_samples_fields TO samples AS
 SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts,
        ifNull(node, '') AS node,
-       multiIf(kind = 'gpu.sample', concat('gpu:', ifNull(node, ''), '/', toString(JSONExtractInt(data, 'gpu'))),
+       multiIf(kind = 'gpu.sample', concat('gpu:', ifNull(node, ''), '/', toString(simpleJSONExtractInt(data, 'gpu'))),
                kind = 'net.port', concat('port:', JSONExtractString(data, 'device'), '/', JSONExtractString(data, 'port')),
                kind = 'storage.sample', concat('path:', JSONExtractString(data, 'path')),
                concat('job:', ifNull(job, ''))) AS subject,
        kv.1 AS metric,
        assumeNotNull(kv.2) AS value,
        cityHash64(id) AS event_key
-FROM ingest_events
+-- filter in a subquery first, so the JSON is only parsed for the kinds that carry samples
+FROM (SELECT ts, node, job, kind, id, data FROM ingest_events
+      WHERE kind IN ('gpu.sample', 'net.port', 'storage.sample', 'runtime.progress'))
 ARRAY JOIN JSONExtractKeysAndValues(data, 'Nullable(Float64)') AS kv
-WHERE kind IN ('gpu.sample', 'net.port', 'storage.sample', 'runtime.progress')
-  AND kv.2 IS NOT NULL
+WHERE kv.2 IS NOT NULL
   AND kv.1 NOT IN ('gpu', 'port', 'rank');
 
 -- net.rdma: the open-ended counter object (names as /sys/class/infiniband exposes them,
@@ -59,9 +60,8 @@ SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts,
        kv.1 AS metric,
        toFloat64(kv.2) AS value,
        cityHash64(id) AS event_key
-FROM ingest_events
-ARRAY JOIN JSONExtractKeysAndValues(data, 'counters', 'Int64') AS kv
-WHERE kind = 'net.rdma';
+FROM (SELECT ts, node, id, data FROM ingest_events WHERE kind = 'net.rdma')
+ARRAY JOIN JSONExtractKeysAndValues(data, 'counters', 'Int64') AS kv;
 
 -- hw.sensor: one reading; metric = sensor type (temperature, fan, ...), subject names the sensor.
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_samples_sensor TO samples AS

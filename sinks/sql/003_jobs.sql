@@ -123,9 +123,8 @@ ORDER BY (node, component, ts);
 CREATE MATERIALIZED VIEW IF NOT EXISTS mv_inventory_versions TO inventory_versions AS
 SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts, ifNull(node, '') AS node,
        kv.1 AS component, kv.2 AS version
-FROM ingest_events
-ARRAY JOIN JSONExtractKeysAndValues(data, 'String') AS kv
-WHERE kind = 'inventory.versions';
+FROM (SELECT ts, node, data FROM ingest_events WHERE kind = 'inventory.versions')
+ARRAY JOIN JSONExtractKeysAndValues(data, 'String') AS kv;
 
 -- Changes (inventory.change): the before/after trend query reads them all; they are few.
 CREATE TABLE IF NOT EXISTS changes
@@ -168,9 +167,8 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS mv_topology_links TO topology_links AS
 SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts, ifNull(node, '') AS node,
        JSONExtractString(l, 'nic') AS nic, JSONExtractString(l, 'switch') AS switch,
        JSONExtractString(l, 'port') AS port, JSONExtractString(l, 'segment') AS segment
-FROM ingest_events
-ARRAY JOIN JSONExtractArrayRaw(data, 'links') AS l
-WHERE kind = 'inventory.topology';
+FROM (SELECT ts, node, data FROM ingest_events WHERE kind = 'inventory.topology')
+ARRAY JOIN JSONExtractArrayRaw(data, 'links') AS l;
 
 CREATE TABLE IF NOT EXISTS topology_storage
 (
@@ -187,6 +185,5 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS mv_topology_storage TO topology_storage A
 SELECT fromUnixTimestamp64Milli(ts, 'UTC') AS ts, ifNull(node, '') AS node,
        JSONExtractString(s, 'path') AS path, JSONExtractString(s, 'backend') AS backend,
        JSONExtractString(s, 'server') AS server
-FROM ingest_events
-ARRAY JOIN JSONExtractArrayRaw(data, 'storage') AS s
-WHERE kind = 'inventory.topology';
+FROM (SELECT ts, node, data FROM ingest_events WHERE kind = 'inventory.topology')
+ARRAY JOIN JSONExtractArrayRaw(data, 'storage') AS s;
