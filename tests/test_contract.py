@@ -96,13 +96,17 @@ def test_missing_data_field(kind, field):
 @pytest.mark.parametrize("value", [None, ""])
 def test_node_scoped_kind_needs_node(kind, value):
     err = reject(example(kind, node=value))
-    assert err.path == "$.node" and "`node` is required" in err.reason
+    assert err.path == "$.node" and err.reason.startswith("Expected `str`")
+    d = example(kind)
+    del d["node"]
+    assert reject(d).reason == "Object missing required field `node`"
 
 
 @pytest.mark.parametrize("kind", JOB_SCOPED)
 def test_job_scoped_kind_needs_job(kind):
     err = reject(example(kind, job=None))
-    assert err.path == "$.job" and "`job` is required" in err.reason
+    assert err.path == "$.job" and err.reason == "Expected `str`, got `null` - at `$.job`"
+    assert reject(example(kind, job="")).path == "$.job"
 
 
 # ---------------------------------------------------------------- invalid: types and values
