@@ -335,7 +335,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         for comp in ("driver", "cuda", "nccl", "image", "framework", "gpu_firmware", "ofed", "kernel"):
             vals: dict[str, list[str]] = {}
             for n in rec.nodes:
-                v = view.versions.get(n, {}).get(comp)
+                v = view.versions_at(n, start).get(comp)
                 if v is not None:
                     vals.setdefault(v, []).append(n)
             if len(vals) > 1:
@@ -344,7 +344,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 for v, ns in ranked[1:]:
                     for n in ns:
                         if any(ch.component == comp and ch.to == v
-                               for ch in view.changes_on([n], failure_ts - cfg.change_window_ms, failure_ts)):
+                               for ch in view.changes_on([n], start - cfg.change_window_ms, start + cfg.post_grace_ms)):
                             # the odd node was just upgraded: a rollout in progress, blame the new version
                             rollout[f"version:{comp}={v}"] = n
                             continue
@@ -355,8 +355,10 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                         cands[key] = c
 
     # ---- version change followed by failures
-    for ch in view.changes_on(rec.nodes, failure_ts - cfg.change_window_ms, failure_ts):
-        cur = view.versions.get(ch.node, {}).get(ch.component)
+    # changes that put the version the attempt started on in place (a change during the run
+    # does not touch the running process)
+    for ch in view.changes_on(rec.nodes, start - cfg.change_window_ms, start + cfg.post_grace_ms):
+        cur = view.versions_at(ch.node, start).get(ch.component)
         if cur is not None and cur != ch.to:
             continue
         comp = f"version:{ch.component}={ch.to}"

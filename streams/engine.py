@@ -448,7 +448,7 @@ class Engine:
         rec = self.jobs[p.job].attempts[p.attempt]
         keys = set()
         for n in rec.nodes:
-            for comp, v in self.view.versions.get(n, {}).items():
+            for comp, v in self.view.versions_at(n, rec.started()).items():
                 keys.add(f"version:{comp}={v}")
         if rec.image:
             keys.add(f"version:image={rec.image}")

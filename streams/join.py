@@ -60,6 +60,7 @@ class View(Struct, kw_only=True):
     links: dict[str, list[Link]] = {}
     mounts: dict[str, list[Mount]] = {}
     versions: dict[str, dict[str, str]] = {}
+    history: dict[str, list[tuple[int, dict[str, str]]]] = {}   # node -> (ts, full stack), bounded
     changes: list[Change] = []      # bounded, time-ordered
     max_changes: int = 10_000
 
@@ -74,6 +75,7 @@ class View(Struct, kw_only=True):
             return True
         if k == "inventory.versions":
             self.versions[ev.node] = dict(ev.data)
+            self._snap(ev.node, ev.ts)
             return True
         if k == "inventory.change":
             d = ev.data
@@ -85,8 +87,27 @@ class View(Struct, kw_only=True):
             if len(self.changes) > self.max_changes:
                 del self.changes[: len(self.changes) - self.max_changes]
             self.versions.setdefault(ev.node, {})[d.component] = d.to
+            self._snap(ev.node, ev.ts)
             return True
         return False
+
+    def _snap(self, node: str, ts: int) -> None:
+        h = self.history.setdefault(node, [])
+        snap = (ts, dict(self.versions[node]))
+        if not h or ts >= h[-1][0]:
+            h.append(snap)
+        else:
+            bisect.insort(h, snap, key=lambda x: x[0])
+        if len(h) > 64:
+            del h[0]
+
+    def versions_at(self, node: str, ts: int) -> dict[str, str]:
+        """The node's stack as known at ``ts`` (the first report when nothing is older)."""
+        h = self.history.get(node)
+        if not h:
+            return self.versions.get(node, {})
+        i = bisect.bisect_right(h, ts, key=lambda x: x[0])
+        return h[i - 1][1] if i else h[0][1]
 
     # ---------------------------------------------------------------- lookups
     def segment_of(self, node: str, nic: str | None = None) -> str | None:

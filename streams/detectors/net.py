@@ -124,21 +124,38 @@ def on_rdma(st: RdmaState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     subj = f"rdma:{ev.node}/{d.device}/{d.port}"
     base = {"device": d.device, "port": d.port}
     # hard link drop
-    ld = delta(prev.get("link_downed"), c.get("link_downed"))
+    pg = prev.get
+    cg = c.get
+    ld = delta(pg("link_downed"), cg("link_downed"))
     if ld > 0:
         out.append(make("rdma_link_downed", subj, ev, "net", "critical",
                         f"{ev.node} {d.device}/{d.port}: link downed x{ld}",
                         category="network_link", score=0.8, data={**base, "new": ld}))
-    le = 0
+    le = rt_n = cn_n = 0
     for k in RDMA_LINK_ERR:
-        if k in c:
-            le += delta(prev.get(k), c[k])
+        v = cg(k)
+        if v is not None:
+            pv = pg(k)
+            if pv is not None and v != pv:
+                le += v - pv if v > pv else v
     if le >= cfg.rdma_err_burst:
         out.append(make("rdma_link_errors", subj, ev, "net", "warning",
                         f"{ev.node} {d.device}/{d.port}: +{le} physical link errors in {dt:.0f} s",
                         category="network_link", score=0.5, data={**base, "new": le}))
-    rt = sum(delta(prev.get(k), c[k]) for k in RDMA_RETRANS if k in c) / dt
-    cn = sum(delta(prev.get(k), c[k]) for k in RDMA_CNP if k in c) / dt
+    for k in RDMA_RETRANS:
+        v = cg(k)
+        if v is not None:
+            pv = pg(k)
+            if pv is not None and v != pv:
+                rt_n += v - pv if v > pv else v
+    for k in RDMA_CNP:
+        v = cg(k)
+        if v is not None:
+            pv = pg(k)
+            if pv is not None and v != pv:
+                cn_n += v - pv if v > pv else v
+    rt = rt_n / dt
+    cn = cn_n / dt
     st.n += 1
     surge = None
     if st.retrans_base >= 0 and rt >= cfg.rdma_retrans_min_rate and rt >= cfg.rdma_surge_factor * st.retrans_base:
