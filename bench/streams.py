@@ -89,14 +89,64 @@ def synth(nodes: int, minutes: int, seed: int = 1) -> list[bytes]:
     return [orjson.dumps(e) for e in evs]
 
 
+def accuracy(seeds: list[int], **kw) -> None:
+    """Every simulator scenario through the Engine; a per-category table (markdown)."""
+    from collections import defaultdict
+
+    from faultline.producers.simulate import scenario_names, simulate
+    from faultline.streams.engine import Engine
+
+    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # n, cat, cat+comp, ckpt, lost
+    fp = healthy = 0
+    for name in scenario_names():
+        for seed in seeds:
+            lines, labels = simulate(name, seed=seed, **kw)
+            eng = Engine()
+            for i in range(0, len(lines), 8192):
+                eng.process(lines[i:i + 8192])
+            eng.finish()
+            incs = {(i.job, i.attempt): i for i in eng.incidents()}
+            labeled = set()
+            for lab in labels["interruptions"]:
+                key = (lab["job"], lab["attempt"])
+                labeled.add(key)
+                r = rows[lab["category"]]
+                r[0] += 1
+                inc = incs.get(key)
+                if inc is None:
+                    continue
+                r[1] += inc.root_cause.category == lab["category"]
+                r[2] += (inc.root_cause.category, inc.root_cause.component) == (lab["category"], lab["component"])
+                r[3] += (inc.last_checkpoint.step if inc.last_checkpoint else None) == lab["last_checkpoint_step"]
+                want = lab["lost_gpu_hours"]
+                r[4] += abs(inc.lost_gpu_hours - want) <= 0.02 * max(want, 1e-9) + 1e-6
+            healthy += len(labels["healthy"])
+            fp += sum(1 for k in incs if k not in labeled)
+            print(f"  {name} seed {seed}: {len(labels['interruptions'])} interruptions, {len(incs)} incidents", flush=True)
+    print("\n| category | interruptions | category right | category + component right | checkpoint step right | lost GPU-h within 2 % |")
+    print("|---|---|---|---|---|---|")
+    tot = [0] * 5
+    for cat in sorted(rows):
+        r = rows[cat]
+        tot = [a + b for a, b in zip(tot, r)]
+        print(f"| {cat} | {r[0]} | " + " | ".join(f"{v}/{r[0]} ({100 * v / r[0]:.0f} %)" for v in r[1:]) + " |")
+    print(f"| **all** | {tot[0]} | " + " | ".join(f"{v}/{tot[0]} ({100 * v / max(1, tot[0]):.0f} %)" for v in tot[1:]) + " |")
+    print(f"\nincidents for healthy attempts: {fp} (of {healthy} healthy attempts)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--minutes", type=int, default=60)
     ap.add_argument("--file", help="a JSON-lines corpus (.jsonl or .jsonl.zst) instead of the synthetic one")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--accuracy", action="store_true", help="run every simulator scenario and print the per-category table")
+    ap.add_argument("--seeds", default="1", help="comma-separated seeds for --accuracy")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if args.accuracy:
+        accuracy([int(x) for x in args.seeds.split(",")])
+        return 0
     from faultline.schemas.codec import decode, now_ms
     from faultline.streams.engine import Engine, EngineConfig
 

@@ -384,6 +384,26 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 f"image changed {prev_image} -> {rec.image} since the previous run"
                 + (f"; {prior} other job(s) failed on it" if prior else ""))
 
+    # ---- hung inside a checkpoint write: the checkpoint's file system is the prime suspect
+    ck_open = rec.ckpt_open
+    if stalled and ck_open is not None and ck_open.ts <= cutoff and ck_open.ts >= failure_ts - 60_000:
+        m = None
+        for n in rec.nodes:
+            m = view.mount_of(n, ck_open.path)
+            if m:
+                break
+        if m is None:
+            parts = [x for x in ck_open.path.split("/") if x]
+            m = "/" + parts[0] if parts else ck_open.path
+        key = ("storage_slow", f"path:{m}")
+        if not any(c.category.startswith("storage") and c.component == f"path:{m}" for c in cands.values()):
+            cands[key] = _Cand("storage_slow", f"path:{m}", 0.55, ck_open.ts,
+                               f"the job hung writing checkpoint step {ck_open.step} to {ck_open.path}")
+        else:
+            for c in cands.values():
+                if c.category.startswith("storage") and c.component == f"path:{m}":
+                    c.score = max(c.score, 0.6)
+
     # ---- scheduler-side endings
     if state == "preempted":
         cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.97, failure_ts,

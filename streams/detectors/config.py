@@ -32,6 +32,8 @@ class DetectorConfig(Struct, frozen=True, kw_only=True):
     storage_tput_drop: float = 0.1     # throughput below this share of baseline ...
     storage_anomaly_samples: int = 2   # ... for this many consecutive samples
     storage_learn_below: float = 2.0   # the baseline learns only samples below this x baseline
+    storage_ref_factor: float = 10.0   # latency vs the long-memory reference (slow degradation)
+    storage_ref_alpha_up: float = 0.001
     storage_full_pct: float = 98.0
     # jobs
     stall_floor_ms: int = 600_000

@@ -66,6 +66,7 @@ class AttemptRecord(Struct, kw_only=True):
     # checkpoints
     ckpts: list[Ckpt] = []                          # last few succeeded
     ckpt_fail_n: int = 0
+    ckpt_open: Union[Ckpt, None] = None            # a checkpoint started and not finished
     stale_fired: bool = False
     # stall
     stalled_at: int = 0                             # last progress ts when a stall was declared
@@ -274,6 +275,8 @@ def _progress(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
 def _checkpoint(js: JobState, ev, out: list[Signal]) -> None:
     d = ev.data
     rec = js.attempt_at(ev.ts)
+    if rec is not None:
+        rec.ckpt_open = Ckpt(ev.ts, d.step, d.path, ev.id) if d.phase == "started" else None
     if d.phase == "succeeded":
         if rec is not None:
             rec.ckpts.append(Ckpt(ev.ts, d.step, d.path, ev.id))

@@ -17,6 +17,8 @@ class MountState(Struct, kw_only=True):
     slow_fired: bool = False
     full_fired: bool = False
     state: str = "ok"
+    ref: float = 0.0       # long-memory latency reference: follows drops fast, rises very slowly
+    ref_bad: int = 0
 
 
 def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
@@ -39,7 +41,14 @@ def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> Non
     lat = max(rl or 0.0, wl or 0.0)
     tput = (d.read_mbps or 0.0) + (d.write_mbps or 0.0)
     if st.n >= cfg.storage_warmup:
-        slow = lat >= cfg.storage_lat_min_ms and lat >= cfg.storage_lat_factor * st.lat
+        # slow degradation (hours): against the long-memory reference the fast baseline forgets
+        if lat >= cfg.storage_lat_min_ms and lat >= cfg.storage_ref_factor * st.ref:
+            st.ref_bad += 1
+        else:
+            st.ref_bad = 0
+            st.ref += (0.05 if lat < st.ref else cfg.storage_ref_alpha_up) * (lat - st.ref)
+        slow = (lat >= cfg.storage_lat_min_ms and lat >= cfg.storage_lat_factor * st.lat) \
+            or st.ref_bad >= cfg.storage_anomaly_samples
         starved = (st.tput > 1.0 and tput < cfg.storage_tput_drop * st.tput and lat >= 2 * st.lat
                    and lat >= cfg.storage_lat_min_ms / 2)
         if slow or starved:
@@ -47,7 +56,7 @@ def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> Non
             if st.bad >= cfg.storage_anomaly_samples and not st.slow_fired:
                 st.slow_fired = True
                 out.append(make("storage_slow", subj, ev, "storage", "warning",
-                                f"{path} slow from {ev.node}: latency {lat:.0f} ms (baseline {st.lat:.1f} ms), "
+                                f"{path} slow from {ev.node}: latency {lat:.0f} ms (baseline {min(st.lat, st.ref):.1f} ms), "
                                 f"{tput:.0f} MB/s (baseline {st.tput:.0f} MB/s)",
                                 category="storage_slow", component=subj, score=0.65,
                                 data={"path": path, "lat_ms": lat, "base_lat_ms": round(st.lat, 2),
@@ -58,6 +67,8 @@ def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> Non
     if st.n >= cfg.storage_warmup and lat > cfg.storage_learn_below * st.lat:
         return  # suspicious: do not let a slow degradation teach the baseline that it is normal
     a = cfg.storage_alpha if st.n >= cfg.storage_warmup else 1.0 / (st.n + 1)
+    if st.n < cfg.storage_warmup:
+        st.ref += a * (lat - st.ref)
     st.lat += a * (lat - st.lat)
     st.tput += a * (tput - st.tput)
     st.n += 1
