@@ -410,6 +410,7 @@ def f_thermal(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     node, gpu, _ = _culprit_gpu(plan, att, spec)
     ramp_ms = r.randrange(5, 15) * MIN
     slow = r.uniform(1.5, 2.2)
+    saved = (att.job.total_steps, att.job.time_limit_s)
     _set_deadline(plan, att, t, slow)
     plan.ov.add_gpu(node, gpu, t, t + 8 * 3600 * MS, temp=(72.0, r.uniform(88, 93)), clock=(1980, r.randrange(1050, 1350)),
                     throttle=r.choice((["hw_thermal", "sw_thermal"], ["hw_slowdown", "hw_thermal"], ["sw_thermal"])))
@@ -420,8 +421,12 @@ def f_thermal(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     plan.rebuild(att)
     if att.end_state != "timeout":
         att.slow = []
+        att.job.total_steps, att.job.time_limit_s = saved
         plan.rebuild(att)
         att.fault = None
+        plan.ov.gpu[(node, gpu)].pop()
+        if plan.ov.node.get(node) and plan.ov.node[node][-1][2].get("sensors", {}).get("FAN4"):
+            plan.ov.node[node].pop()
         return False
     end = att.end_ts
     rlog(plan, att, end - 300, None, None, "stderr",
@@ -437,10 +442,13 @@ def f_sched_timelimit(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     att = pick(plan, t, min_age_ms=10 * MIN)
     if att is None or att.job.user_cancel_after_s:
         return False
+    saved = (att.job.total_steps, att.job.time_limit_s)
     _set_deadline(plan, att, t, 1.0)
     att.fault = spec.kind
     plan.rebuild(att)
     if att.end_state != "timeout":
+        att.job.total_steps, att.job.time_limit_s = saved
+        plan.rebuild(att)
         att.fault = None
         return False
     end = att.end_ts

@@ -96,6 +96,7 @@ class Attempt:
         self.ckpts = []
         self.stalled_ts = None
         self.ckpt_fail_ts = None
+        self.ckpt_slowed = False
         assert self.start_ts is not None
         t = self.start_ts + self.init_ms
         step = self.start_step
@@ -137,7 +138,10 @@ class Attempt:
                 bw = rng.uniform(4e9, 9e9)  # aggregate bytes/s to /ckpt
                 dur = job.ckpt_bytes / bw
                 if ckpt_factor is not None:
-                    dur *= ckpt_factor(t)
+                    f = ckpt_factor(t)
+                    dur *= f
+                    if f > 1.5:
+                        self.ckpt_slowed = True
                 if self.ckpt_fail_after is not None and t >= self.ckpt_fail_after:
                     self.ckpts.append((t, "started", step, None, None, None))
                     ft = t + int(self.ckpt_fail_after_s * MS)

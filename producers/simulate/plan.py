@@ -330,6 +330,10 @@ def build_labels(plan: Plan) -> dict:
                 att.stall = True
             else:
                 lab = None
+        if lab is None and st == "timeout" and getattr(att, "ckpt_slowed", False):
+            # a secondary victim: checkpoints to the slow /ckpt ate the job's time budget
+            lab = {"category": "storage_slow", "component": "path:/ckpt", "fault": "storage_slow_victim",
+                   "summary": "checkpoints to a slow /ckpt pushed the job past its time limit"}
         if lab is None:
             if st in INTERRUPTION_STATES:
                 raise AssertionError(f"unlabelled interruption job {att.job.id}/{att.n} {st}")

@@ -104,6 +104,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              (F("gpu_xid79", 0.15, 0.3), F("port_down", 0.25, 0.45), F("gpu_oom", 0.3, 0.5),
               F("storage_full", 0.4, 0.55), F("application", 0.45, 0.6), F("host_oom", 0.5, 0.65),
               F("driver_xid", 0.55, 0.7)), decoys=_ALL_DECOYS, nodes=32, hours=4.0),
+    Scenario("mixed-hard", "every hard case at once: hangs, a straggler, a stall, a node loss, congestion, decoys",
+             "a bad night: a GPU drops (all other ranks time out), a node loses power (its links go down too), "
+             "a throttled GPU drags a job past its limit, a checkpoint hangs on slow storage, a leaf congests, "
+             "a user bug with benign Xids, and decoy alarms on nodes outside the failing jobs",
+             (F("gpu_xid79", 0.1, 0.25), F("node_hw", 0.15, 0.3, min_nodes=2), F("thermal", 0.15, 0.3),
+              F("storage_slow", 0.3, 0.45, path="/ckpt"), F("congestion", 0.35, 0.5), F("application", 0.45, 0.6),
+              F("unknown", 0.5, 0.6)), decoys=_ALL_DECOYS, nodes=32, hours=4.0),
     Scenario("lemon-node", "one node keeps failing jobs over many hours (repeat offender)",
              "a marginal node (bad riser/GPU) that passes health checks after each reboot but fails job after "
              "job with Xid 79/48/74 across 12 hours",
