@@ -42,7 +42,8 @@ class WorkerProcess:
     """
 
     def __init__(self, settings: Settings, workdir: str | Path, *, app_id: str | None = None,
-                 loglevel: str = "warning", web_port: int | None = None, sink: bool = False) -> None:
+                 loglevel: str = "warning", web_port: int | None = None, sink: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -50,6 +51,7 @@ class WorkerProcess:
         self.loglevel = loglevel
         self.web_port = web_port
         self.sink = sink
+        self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / "worker.log"
 
@@ -63,7 +65,7 @@ class WorkerProcess:
         if not self.sink:
             cmd.append("--no-sink")
         fh = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, env=worker_env(self.settings), stdout=fh, stderr=fh,
+        self.proc = subprocess.Popen(cmd, env=worker_env(self.settings, **self.env), stdout=fh, stderr=fh,
                                      start_new_session=True)
         fh.close()
         return self

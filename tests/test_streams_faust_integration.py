@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import time
 from dataclasses import replace
 
@@ -148,3 +149,23 @@ def test_worker_killed_mid_stream_loses_nothing(fsettings, sim_lines, tmp_path):
         got = asyncio.run(wait_incidents(fsettings, exp, timeout_s=150))
         assert w2.alive(), w2.log()
     assert got == exp, _diff(got, exp) + "\n--- worker log ---\n" + w2.log()
+
+
+def test_two_workers_share_partitions(fsettings, sim_lines, tmp_path):
+    """Two workers in one consumer group split the partitions; the join still crosses them
+    (signals and allocation through the GlobalTable) and the incidents equal diagnose's."""
+    exp = expected_incidents(sim_lines, fsettings)
+    asyncio.run(ensure_topics(fsettings))
+    env = {"FAULTLINE_WORKER_STATS_S": "2"}
+    with WorkerProcess(fsettings, tmp_path / "a", loglevel="info", env=env) as a, \
+            WorkerProcess(fsettings, tmp_path / "b", loglevel="info", env=env) as b:
+        time.sleep(5)   # both join before the input arrives: partitions are split between them
+        asyncio.run(produce(fsettings, sim_lines))
+        got = asyncio.run(wait_incidents(fsettings, exp, timeout_s=180))
+        assert a.alive() and b.alive(), a.log() + b.log()
+        time.sleep(2.5)   # one more stats line each
+    assert got == exp, _diff(got, exp) + "\n--- worker logs ---\n" + a.log() + b.log()
+    # the split really happened: each worker decoded a share of the input events
+    for w in (a, b):
+        counts = [int(m) for m in re.findall(r"worker stats events=(\d+)", w.log(10_000_000))]
+        assert counts and counts[-1] > 0, w.log()
