@@ -351,6 +351,8 @@ class Telemetry:
     def _port(self, out: list, ports: list[int], base: int, interval: int) -> None:
         rnd = self.rng.random
         c = self.c
+        node_ov = self.ov.node
+        port_ov = self.ov.port
         for pi in ports:
             p = c.ports[pi]
             t = base + self.o_port[pi]
@@ -358,7 +360,7 @@ class Telemetry:
             down = False
             if p.node is not None:
                 node = c.nodes[p.node]
-                if self._node_down(p.node, t):
+                if p.node in node_ov and self._node_down(p.node, t):
                     down = True
                     busy = False
                 else:
@@ -370,7 +372,7 @@ class Telemetry:
                 node = None
                 rate = 4e10 * (0.3 + 0.6 * rnd())
             er = self.port_err_rate[pi]
-            lst = self.ov.port.get(pi)
+            lst = port_ov.get(pi)
             if lst:
                 for a, b, eff in Overlays.active(lst, t):
                     if eff.get("down"):
@@ -402,12 +404,16 @@ class Telemetry:
     def _rdma_s(self, out: list, nodes: list[int], base: int, interval: int) -> None:
         rnd = self.rng.random
         c = self.c
+        node_ov = self.ov.node
+        reboots = self.ov.reboots
+        rdma_ov = self.ov.rdma
         nics = c.nics_per_node
         for ni in nodes:
             t = base + self.o_node[ni] + 250
-            if self._node_down(ni, t):
+            if ni in node_ov and self._node_down(ni, t):
                 continue
-            self._check_reboot(ni, t)
+            if reboots:
+                self._check_reboot(ni, t)
             node = c.nodes[ni]
             att = self.attempt_at(ni, t)
             ph = self.phase(att, t) if att is not None else "idle"
@@ -425,7 +431,7 @@ class Telemetry:
                     ctr[_RC["rp_cnp_handled"]] += int(interval * (20 + 60 * rnd()))
                     if rnd() < 0.01:
                         ctr[_RC["out_of_sequence"]] += 1
-                lst = self.ov.rdma.get((ni, k))
+                lst = rdma_ov.get((ni, k)) if rdma_ov else None
                 if lst:
                     for a, b, eff in Overlays.active(lst, t):
                         for cname, crate in (eff.get("rates") or {}).items():
