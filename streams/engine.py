@@ -112,6 +112,7 @@ class Engine:
         self._stall_armed: set[tuple[str, int]] = set()
         self._incidents: dict[str, Incident] = {}
         self._recovered: dict[str, Incident] = {}
+        self._last_evict = -(1 << 62)
         self._inc_ctx: dict[str, _Pending] = {}
         self._alerts: list[Alert] = []
         self._alert_last: dict[str, int] = {}
@@ -231,6 +232,31 @@ class Engine:
             self._timers_to(wm)
             self._wm = wm
             self._check_stale(wm)
+            if wm - self._last_evict >= 600_000:
+                self._last_evict = wm
+                self._evict(wm - self.cfg.retention_ms)
+
+    def _evict(self, before: int) -> None:
+        """Bound the state: signals, finished jobs and rate-limit keys older than the
+        retention (event time); incidents beyond ``max_jobs`` (oldest first)."""
+        self.index.evict(before)
+        for job in [j for j, js in self.jobs.items()
+                    if js.attempts and all(a.state not in ("pending", "running") and (a.end_ts or a.state_ts) < before
+                                           for a in js.attempts.values())
+                    and not any((j, a) in self._pending for a in js.attempts)]:
+            js = self.jobs.pop(job)
+            for a in js.attempts:
+                self._inc_ctx.pop(incident_id(job, a), None)
+        self._alert_last = {k: t for k, t in self._alert_last.items() if t >= before}
+        for lst in self._failures.values():
+            while lst and lst[0][0] < before - self.cfg.correlate.change_window_ms:
+                del lst[0]
+        if len(self._incidents) > self.cfg.max_jobs:
+            for iid, _ in sorted(self._incidents.items(), key=lambda kv: kv[1].failure_ts)[: len(self._incidents) - self.cfg.max_jobs]:
+                del self._incidents[iid]
+        if len(self.nodes) > self.cfg.max_nodes:
+            for k, _ in sorted(self.nodes.items(), key=lambda kv: kv[1].ts)[: len(self.nodes) - self.cfg.max_nodes]:
+                del self.nodes[k]
 
     def _timers_to(self, t: int) -> None:
         """Fire stall deadlines and incident cutoffs up to event time ``t`` (before any
