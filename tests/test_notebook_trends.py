@@ -22,7 +22,7 @@ def simulated_store(tmp: Path) -> tuple[str, str]:
     try:
         from faultline.producers.simulate import Intervals, simulate
 
-        lines, labels = simulate("lemon-node", seed=1, hours=6,
+        lines, labels = simulate("lemon-node", seed=1, hours=4,
                                  intervals=Intervals(gpu=120, hw=300, net_port=120, net_rdma=120, storage=120, mount=600))
         lemon = labels["fleet"]["lemon_nodes"][0]
     except ImportError:
