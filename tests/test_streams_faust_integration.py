@@ -129,6 +129,7 @@ def test_malformed_input_goes_to_deadletter(fsettings, tmp_path):
     assert "fl.gpu" in by_raw[bad[2][2]]["reason"]
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_stream_loses_nothing(fsettings, sim_lines, tmp_path):
     """SIGKILL the worker while it is working through the input, produce the rest, start a
     new worker on the same app id: the incidents are still exactly diagnose's."""
@@ -151,6 +152,7 @@ def test_worker_killed_mid_stream_loses_nothing(fsettings, sim_lines, tmp_path):
     assert got == exp, _diff(got, exp) + "\n--- worker log ---\n" + w2.log()
 
 
+@pytest.mark.slow
 def test_two_workers_share_partitions(fsettings, sim_lines, tmp_path):
     """Two workers in one consumer group split the partitions; the join still crosses them
     (signals and allocation through the GlobalTable) and the incidents equal diagnose's."""
@@ -169,3 +171,44 @@ def test_two_workers_share_partitions(fsettings, sim_lines, tmp_path):
     for w in (a, b):
         counts = [int(m) for m in re.findall(r"worker stats events=(\d+)", w.log(10_000_000))]
         assert counts and counts[-1] > 0, w.log()
+
+
+@pytest.mark.slow
+def test_worker_sinks_events_and_incidents(fsettings, sim_lines, tmp_path):
+    """With the sink on, the worker stores every input event and its incidents in chDB;
+    read back through the worker's own SQL API (it owns the store)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    exp = expected_incidents(sim_lines, fsettings)
+    asyncio.run(ensure_topics(fsettings))
+    asyncio.run(produce(fsettings, sim_lines))
+
+    def sql(q: str) -> list:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/faultline/api/sql",
+                                     data=orjson.dumps({"sql": q}),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return orjson.loads(r.read())["rows"]
+
+    with WorkerProcess(fsettings, tmp_path / "w", sink=True, web_port=port) as w:
+        asyncio.run(wait_incidents(fsettings, exp, timeout_s=150))
+        deadline = time.monotonic() + 60
+        n_ev = n_inc = -1
+        while time.monotonic() < deadline:
+            try:
+                n_ev = sql("SELECT " + " + ".join(
+                    f"(SELECT uniqExact(id) FROM events_{layer})"
+                    for layer in ("gpu", "hw", "net", "storage", "sched", "runtime", "inventory")))[0][0]
+                n_inc = sql("SELECT uniqExact(id) FROM incidents")[0][0]
+            except OSError:
+                pass
+            if n_ev == len(sim_lines) and n_inc == len(exp):
+                break
+            time.sleep(2)
+        assert w.alive(), w.log()
+    assert n_ev == len(sim_lines), w.log()
+    assert n_inc == len(exp), w.log()
