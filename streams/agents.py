@@ -371,6 +371,10 @@ def install(app: faust.App, settings: Settings) -> None:
                 b = job.encode()
                 _put(jobs, partition_of(b, P), b, js.dump(job))
         js.dirty.clear()
+        for job in js.evicted:                        # finished long ago: drop the row
+            b = job.encode()
+            _put(jobs, partition_of(b, P), b, None)
+        js.evicted.clear()
         sigs, outs = js.take()
         await send_signals(sigs)
         await send_outputs(outs)

@@ -63,6 +63,7 @@ class AllocEntry(Struct, array_like=True):
 class FailEntry(Struct, array_like=True):
     ts: int
     keys: list[str]
+    job: str = ""
 
 
 _topo_dec = msgspec.msgpack.Decoder(TopoEntry)
@@ -119,6 +120,13 @@ class Shared:
         self.overlay[key] = value
         self.gen += 1
         self._write(key, value)
+
+    def delete(self, key: bytes) -> None:
+        if self.get(key) is None:
+            return
+        self.overlay.pop(key, None)
+        self.gen += 1
+        self._write(key, None)  # type: ignore[arg-type]   # tombstone
 
     def items(self, prefix: bytes) -> Iterable[tuple[bytes, bytes]]:
         seen = set()
@@ -182,17 +190,20 @@ class Shared:
                 return job
         return None
 
-    def failures(self) -> dict[str, list[int]]:
+    def failures(self) -> dict[str, list[tuple[int, str]]]:
+        """``Engine._failures``: version key -> [(failure ts, job)], time-ordered. A fresh
+        dict each call (the Engine appends to it during an evaluation)."""
         now = time.monotonic()
-        if self._fail is not None and now - self._fail_at < self.refresh_s:
-            return self._fail
-        out: dict[str, list[int]] = {}
-        for _, raw in self.items(b"fail:"):
-            f = _fail_dec.decode(raw)
-            for key in f.keys:
-                out.setdefault(key, []).append(f.ts)
-        self._fail, self._fail_at = out, now
-        return out
+        if self._fail is None or now - self._fail_at >= self.refresh_s:
+            out: dict[str, list[tuple[int, str]]] = {}
+            for _, raw in self.items(b"fail:"):
+                f = _fail_dec.decode(raw)
+                for key in f.keys:
+                    out.setdefault(key, []).append((f.ts, f.job))
+            for lst in out.values():
+                lst.sort()
+            self._fail, self._fail_at = out, now
+        return {k: list(v) for k, v in self._fail.items()}
 
     def coverage(self, owner: str) -> dict[str, list[int]] | None:
         """Telemetry coverage (layer -> [first, last ts]) of a node or switch."""
@@ -232,6 +243,12 @@ class _NodesProxy:
     def get(self, owner: str, default: Any = None) -> Any:
         v = self.shared.coverage(owner)
         return _Cover(v) if v is not None else default
+
+    def __len__(self) -> int:      # Engine._evict bounds its own node map: nothing here
+        return 0
+
+    def items(self) -> list:
+        return []
 
 
 class _IndexProxy:
@@ -421,6 +438,17 @@ class JobSide(Engine):
         self.evaluated: dict[str, float] = {}          # iid -> wall time evaluated
         self.recheck_s = recheck_s
         self._alloc_written: dict[str, bytes] = {}
+        self.evicted: set[str] = set()       # jobs Engine._evict dropped: delete their table rows
+
+    def _evict(self, before: int) -> None:
+        had = set(self.jobs)
+        super()._evict(before)
+        gone = had - set(self.jobs)
+        for job in gone:
+            self.fences.pop(job, None)
+            self._alloc_written.pop(job, None)
+            self.shared.delete(f"alloc:{job}".encode())
+        self.evicted |= gone
 
     # ---------------------------------------------------------- persistence
     def load(self, job: str, blob: bytes | None) -> None:
@@ -548,17 +576,12 @@ class JobSide(Engine):
         self.evaluated[iid] = time.time()
         self.dirty.add(p.job)
         super()._evaluate(p)
-        js = self.jobs.get(p.job)
-        rec = js.attempts.get(p.attempt) if js else None
-        if rec is None or iid not in self._incidents:
+        if iid not in self._incidents:
             return
-        keys = set()
-        for n in rec.nodes:
-            for comp, v in self.view.versions.get(n, {}).items():
-                keys.add(f"version:{comp}={v}")
-        if rec.image:
-            keys.add(f"version:image={rec.image}")
-        self.shared.put(f"fail:{iid}".encode(), _mp_enc.encode(FailEntry(p.failure_ts, sorted(keys))))
+        # the version keys the Engine just filed this failure under (its own rule), shared
+        mark = (p.failure_ts, p.job)
+        keys = sorted(k for k, lst in self._failures.items() if mark in lst)
+        self.shared.put(f"fail:{iid}".encode(), _mp_enc.encode(FailEntry(p.failure_ts, keys, p.job)))
 
     def _emit(self, inc: Incident) -> None:
         self.dirty.add(inc.job)
