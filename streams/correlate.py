@@ -41,6 +41,8 @@ APP_ERROR_SIGS = frozenset({"python_traceback", "segfault", "cuda_illegal_addres
 # stack components a training job runs on (a change of BMC firmware rarely breaks one)
 RUNTIME_COMPONENTS = frozenset({"driver", "cuda", "nccl", "image", "framework", "ofed", "kernel",
                                 "container_runtime", "gpu_firmware"})
+# categories that slow a job down or crash it, but do not leave it silently hung
+SLOWDOWN_OR_CRASH = frozenset({"network_congestion", "thermal_throttle", "gpu_oom", "host_oom", "application"})
 SHORT = {"nccl_watchdog_timeout": "nccl_timeout", "elastic_child_failed": "child_failed",
          "python_traceback": "traceback"}
 
@@ -263,7 +265,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     stragglers = {s.node for s in job_sigs if s.kind == "straggler" and s.node}
     slowed = any(s.kind == "slowdown" for s in job_sigs) or state == "timeout"
     # job-side signs that storage was in the way: an I/O error, a failed checkpoint, a hang
-    storage_hit = stalled or state == "timeout" or any(
+    storage_hit = (stalled and rec.ckpt_open is not None) or any(
         (s.layer == "storage" and s.kind.startswith("log:")) or s.kind in ("checkpoint_failed", "log:hung_task")
         for s in job_sigs)
     # a user-code bug anywhere in the job's own output up to the failure (the culprit rank
@@ -276,6 +278,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     if state == "node_fail":
         dead_nodes |= {s.data.get("failed_node") for s in job_sigs if s.data.get("failed_node")}
 
+    net_symptom = any(s.data.get("signature") in ("nccl_remote_error", "connection_reset") for s in job_sigs)
+    # a stall began somewhere after the last progress, within about one progress interval
+    post_grace = max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0)
     cands: dict[tuple[str, str], _Cand] = {}
     for s in sigs:
         cat = s.category
@@ -299,15 +304,19 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if cat == "node_hardware" and kind in ("bmc_sel", "bmc_sensor"):
             score = min(0.95, score + 0.3) if s.node in dead_nodes else min(score, 0.45)
         # time: after the failure -> consequence; long before -> decays (not for lasting conditions)
-        if s.ts > failure_ts + cfg.post_grace_ms:
-            score *= 0.5
+        if s.ts > failure_ts + post_grace:
+            score *= 0.3 if stalled else 0.5
         elif kind not in ("thermal_throttle", "storage_slow", "storage_full", "mount_stale", "mount_missing",
-                          "mount_readonly", "mount_full"):
+                          "mount_readonly", "mount_full", "rdma_congestion", "port_discards"):
             age = failure_ts - s.ts
             if age > 0:
                 score *= 1.0 - 0.4 * min(1.0, age / cfg.decay_ms)
         if sym_cat is not None and cat == sym_cat:
             score = min(0.99, score + 0.1)
+        if net_symptom and cat in ("network_link", "network_congestion"):
+            score = min(0.99, score + 0.1)  # the job itself reported the fabric failing
+        if stalled and (cat in SLOWDOWN_OR_CRASH or (kind == "xid" and s.data.get("app_induced"))):
+            score *= 0.4  # a silent hang: these slow a job down or crash it, they do not freeze it
         if state == "out_of_memory" and cat != "host_oom":
             score *= 0.6  # the scheduler itself says host memory ran out
         if app_code:
@@ -326,8 +335,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             c.ts = min(c.ts, s.ts)
         c.sigs.append(s)
     for c in cands.values():
-        if len(c.sigs) > 1:
-            c.score = min(0.99, c.score + min(0.1, 0.03 * (len(c.sigs) - 1)))
+        if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
+            c.score = min(0.99, c.score * (1.0 + min(0.1, 0.03 * (len(c.sigs) - 1))))
 
     # ---- version drift inside the job: the odd node out
     rollout: dict[str, str] = {}

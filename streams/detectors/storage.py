@@ -49,8 +49,10 @@ def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> Non
             st.ref += (0.05 if lat < st.ref else cfg.storage_ref_alpha_up) * (lat - st.ref)
         slow = (lat >= cfg.storage_lat_min_ms and lat >= cfg.storage_lat_factor * st.lat) \
             or st.ref_bad >= cfg.storage_anomaly_samples
-        starved = (st.tput > 1.0 and tput < cfg.storage_tput_drop * st.tput and lat >= 2 * st.lat
-                   and lat >= cfg.storage_lat_min_ms / 2)
+        # throughput alone says nothing (a job that stops writing drops it too): it only
+        # corroborates a latency rise
+        starved = (st.tput > 1.0 and tput < cfg.storage_tput_drop * st.tput and lat >= 4 * st.lat
+                   and lat >= cfg.storage_lat_min_ms)
         if slow or starved:
             st.bad += 1
             if st.bad >= cfg.storage_anomaly_samples and not st.slow_fired:
