@@ -142,10 +142,16 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--accuracy", action="store_true", help="run every simulator scenario and print the per-category table")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds for --accuracy")
+    ap.add_argument("--small", action="store_true", help="--accuracy on 8 nodes with 30 s GPU samples (as the tests)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if args.accuracy:
-        accuracy([int(x) for x in args.seeds.split(",")])
+        kw = {}
+        if args.small:
+            from faultline.producers.simulate import Intervals
+
+            kw = {"nodes": 8, "intervals": Intervals(gpu=30)}
+        accuracy([int(x) for x in args.seeds.split(",")], **kw)
         return 0
     from faultline.schemas.codec import decode, now_ms
     from faultline.streams.engine import Engine, EngineConfig
