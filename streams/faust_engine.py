@@ -66,9 +66,24 @@ class FailEntry(Struct, array_like=True):
     job: str = ""
 
 
-_topo_dec = msgspec.msgpack.Decoder(TopoEntry)
-_ver_dec = msgspec.msgpack.Decoder(dict[str, str])
-_chg_dec = msgspec.msgpack.Decoder(list[Change])
+_view_dec = msgspec.msgpack.Decoder(View)
+#: View fields keyed by node (links, mounts, versions, history, ...): a node's slice of each
+_VIEW_NODE_FIELDS = tuple(f for f in View.__struct_fields__
+                          if f not in ("changes", "max_changes") and isinstance(getattr(View(), f), dict))
+
+
+def view_slice(view: View, node: str) -> bytes:
+    """One node's part of the join view (every per-node field, and its changes)."""
+    part = {f: {node: getattr(view, f)[node]} for f in _VIEW_NODE_FIELDS if node in getattr(view, f)}
+    return _mp_enc.encode(View(**part, changes=[c for c in view.changes if c.node == node][-1000:]))
+
+
+def merge_slice(view: View, raw: bytes) -> None:
+    """Add a node's slice (``view_slice``) to ``view``; the caller sorts ``changes``."""
+    part = _view_dec.decode(raw)
+    for f in _VIEW_NODE_FIELDS:
+        getattr(view, f).update(getattr(part, f))
+    view.changes.extend(part.changes)
 _cov_dec = msgspec.msgpack.Decoder(dict[str, list[int]])
 _alloc_dec = msgspec.msgpack.Decoder(list[AllocEntry])
 _fail_dec = msgspec.msgpack.Decoder(FailEntry)
@@ -85,7 +100,8 @@ def decode_signal(raw: bytes) -> Signal:
 
 
 class Shared:
-    """The ``views`` GlobalTable: ``topo:``/``ver:``/``chg:<node>``, ``cov:<index key>``,
+    """The ``views`` GlobalTable: ``view:<node>`` (the node's slice of the join ``View``),
+    ``cov:<node or switch>``,
     ``alloc:<job>``, ``fail:<incident id>``, ``sig:<index key>``.
 
     ``put`` writes through a callback (the agents give one that writes the table's
@@ -106,8 +122,9 @@ class Shared:
         self._view_gen = -1
         self._alloc: dict[str, list[tuple[str, int, Union[int, None]]]] | None = None
         self._alloc_at = 0.0
-        self._fail: dict[str, list[int]] | None = None
+        self._fail: dict[str, list[tuple[int, str]]] | None = None
         self._fail_at = 0.0
+        self._fail_gen = -1
 
     # -------------------------------------------------------------- raw access
     def get(self, key: bytes) -> bytes | None:
@@ -149,16 +166,9 @@ class Shared:
         if self._view is not None and self._view_gen == self.gen and now - self._view_at < self.refresh_s:
             return self._view
         v = View()
-        for k, raw in self.items(b"topo:"):
-            t = _topo_dec.decode(raw)
-            n = k[5:].decode()
-            v.links[n] = t.links
-            v.mounts[n] = t.mounts
-        for k, raw in self.items(b"ver:"):
-            v.versions[k[4:].decode()] = _ver_dec.decode(raw)
-        chg: list[Change] = []
-        for _, raw in self.items(b"chg:"):
-            chg.extend(_chg_dec.decode(raw))
+        for _, raw in self.items(b"view:"):
+            merge_slice(v, raw)
+        chg = v.changes
         chg.sort(key=lambda c: (c.ts, c.id))
         v.changes = chg[-v.max_changes:]
         self._view, self._view_at, self._view_gen = v, now, self.gen
@@ -194,7 +204,7 @@ class Shared:
         """``Engine._failures``: version key -> [(failure ts, job)], time-ordered. A fresh
         dict each call (the Engine appends to it during an evaluation)."""
         now = time.monotonic()
-        if self._fail is None or now - self._fail_at >= self.refresh_s:
+        if self._fail is None or now - self._fail_at >= self.refresh_s or self._fail_gen != self.gen:
             out: dict[str, list[tuple[int, str]]] = {}
             for _, raw in self.items(b"fail:"):
                 f = _fail_dec.decode(raw)
@@ -202,7 +212,7 @@ class Shared:
                     out.setdefault(key, []).append((f.ts, f.job))
             for lst in out.values():
                 lst.sort()
-            self._fail, self._fail_at = out, now
+            self._fail, self._fail_at, self._fail_gen = out, now, self.gen
         return {k: list(v) for k, v in self._fail.items()}
 
     def coverage(self, owner: str) -> dict[str, list[int]] | None:
@@ -338,17 +348,9 @@ class NodeSide(Engine):
         self.nodes[key] = d.state
         self.fences[key] = d.fence
         # this node's view entries, so versions/changes keep accumulating after a restart
-        raw = self.shared.get(f"topo:{key}".encode())
+        raw = self.shared.get(f"view:{key}".encode())
         if raw:
-            t = _topo_dec.decode(raw)
-            self.view.links[key], self.view.mounts[key] = t.links, t.mounts
-        raw = self.shared.get(f"ver:{key}".encode())
-        if raw:
-            self.view.versions[key] = _ver_dec.decode(raw)
-        raw = self.shared.get(f"chg:{key}".encode())
-        if raw:
-            for c in _chg_dec.decode(raw):
-                self.view.changes.append(c)
+            merge_slice(self.view, raw)
             self.view.changes.sort(key=lambda c: (c.ts, c.id))
 
     def dump(self, key: str) -> bytes:
@@ -379,14 +381,7 @@ class NodeSide(Engine):
         """Write topology/versions/changes of touched nodes and coverage spans that moved
         (by at least ``cov_step_ms``, or a new layer) to the shared view."""
         for n in self.view_dirty:
-            if n in self.view.links or n in self.view.mounts:
-                self.shared.put(f"topo:{n}".encode(), _mp_enc.encode(
-                    TopoEntry(self.view.links.get(n, []), self.view.mounts.get(n, []))))
-            if n in self.view.versions:
-                self.shared.put(f"ver:{n}".encode(), _mp_enc.encode(self.view.versions[n]))
-            ch = [c for c in self.view.changes if c.node == n]
-            if ch:
-                self.shared.put(f"chg:{n}".encode(), _mp_enc.encode(ch[-1000:]))
+            self.shared.put(f"view:{n}".encode(), view_slice(self.view, n))
         self.view_dirty.clear()
         step = self.cov_step_ms
         for key in self.dirty:
