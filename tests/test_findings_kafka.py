@@ -6,9 +6,6 @@ last chunk is sent."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import time
 import uuid
 
 import orjson
@@ -22,20 +19,12 @@ pytestmark = pytest.mark.kafka
 H = 3_600_000
 
 
-def _broker() -> str:
-    bs = os.environ.get("FAULTLINE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-    host, _, port = bs.split(",")[0].rpartition(":")
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=2).close()
-    except OSError:
-        pytest.skip(f"Kafka broker not reachable at {bs}: run `make kafka-up`")
-    return bs
-
-
 @pytest.fixture
-def fsettings():
-    """Unique topic prefix per test (tests never share topics); 2 partitions keep startup short."""
-    return config.load(env={}, kafka_bootstrap=_broker(),
+def fsettings(kafka_bootstrap):
+    """Unique topic prefix per test (tests never share topics); 2 partitions keep startup short.
+    The broker is the session's (``kafka_bootstrap``: the dev broker when
+    FAULTLINE_KAFKA_BOOTSTRAP is set, else one started for the test session, as in CI)."""
+    return config.load(env={}, kafka_bootstrap=kafka_bootstrap,
                        topic_prefix=f"t-findings-{uuid.uuid4().hex[:8]}-", topic_partitions=2)
 
 
