@@ -30,7 +30,8 @@ topics: venv kafka-up
 peers:
 	@infra/peers/install.sh
 
-test: venv kafka-jars peers
+# peers first: it also installs python3-venv, Java and Maven that venv and kafka-jars need
+test: peers venv kafka-jars
 	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: venv kafka-up
