@@ -18,8 +18,12 @@ venv: $(BIN)/faultline
 kafka-jars:
 	@infra/kafka/kafka.sh jars
 
+# a broker this checkout did not start already answering on the port (e.g. the shared dev
+# broker of another checkout) is used as is; otherwise start ours
 kafka-up:
-	@infra/kafka/kafka.sh up
+	@if ! infra/kafka/kafka.sh status >/dev/null 2>&1 && (exec 3<>/dev/tcp/127.0.0.1/$${KAFKA_PORT:-9092}) 2>/dev/null; then \
+		echo "kafka: 127.0.0.1:$${KAFKA_PORT:-9092} already answers (not started from this checkout): using it"; \
+	else infra/kafka/kafka.sh up; fi
 
 kafka-down:
 	@infra/kafka/kafka.sh down

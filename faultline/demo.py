@@ -283,7 +283,7 @@ class Demo:
         wd = self.workdir / "worker"
         shutil.rmtree(wd, ignore_errors=True)
         self.worker = WorkerProcess(self.settings, wd, app_id=self.app_id,
-                                    web_port=self.opts.web_port, loglevel="warning").start()
+                                    web_port=self.opts.web_port, loglevel="warning", sink=True).start()
 
     def _start_simulator(self) -> None:
         o = self.opts
