@@ -210,6 +210,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("cuda_illegal_address", ("illegal memory access", "misaligned address", "illegal instruction"),
           r"an illegal memory access was encountered|misaligned address|an illegal instruction was encountered",
           "gpu", None, "critical", "weak", _rank_only),
+    _Rule("dataloader_timeout", ("DataLoader timed out",), r"DataLoader timed out", "storage", None, "critical",
+          "symptom", _rank_only),
     _Rule("cuda_error", ("CUDA error: ",), r"CUDA error: ([^\n]*)", "gpu", None, "critical", "symptom", _groups("error")),
     _Rule("abi_mismatch", ("undefined symbol",), r"undefined symbol: (\S+)", "runtime", None, "critical", "weak",
           _groups("symbol")),
