@@ -290,8 +290,6 @@ class Demo:
         cmd = [sys.executable, "-m", "faultline.cli", "simulate", "--scenario", o.scenario,
                "--seed", str(o.seed), "--nodes", str(o.nodes), "--gpus-per-node", str(o.gpus_per_node),
                "--hours", str(o.hours), "--kafka", "--speed", str(o.speed),
-               # event time starts now, so topic retention (CreateTime) keeps every event
-               "--start", str(int(time.time() // 60 * 60_000)),
                "--labels", str(self.workdir / "labels.json")]
         from .streams.faust_harness import worker_env
 
