@@ -1,0 +1,70 @@
+"""The worker's event-time watermark (``streams.faust_watermark.Watermarks``): a partition
+is idle only when it is caught up (consumed up to its high-water mark) and quiet; one that
+lags behind (slow, or paused by flow control) holds the watermark however long it stalls."""
+
+from __future__ import annotations
+
+import time
+
+from faultline.streams.faust_watermark import Watermarks
+
+IDLE_S = 0.05
+
+
+class Offsets:
+    """High-water marks and fetch positions per partition, as the Kafka consumer reports them."""
+
+    def __init__(self) -> None:
+        self.hw: dict[tuple[str, int], int] = {}
+        self.pos: dict[tuple[str, int], int] = {}
+
+    def __call__(self, topic: str, partition: int):
+        return self.hw.get((topic, partition)), self.pos.get((topic, partition))
+
+
+def test_lagging_partition_holds_the_watermark_after_idle_time():
+    off = Offsets()
+    w = Watermarks(idle_s=IDLE_S, offsets=off)
+    off.hw[("fl.gpu", 0)] = 1000          # 1000 records published, 10 consumed, then paused
+    off.hw[("fl.sched", 0)] = 3
+    for i in range(10):
+        w.observe("fl.gpu", 0, 1_000 + i, i)
+    for i, ts in enumerate((1_000, 50_000, 90_000)):
+        w.observe("fl.sched", 0, ts, i)
+    time.sleep(IDLE_S * 3)                 # fl.gpu has not moved for longer than idle_s
+    wm, idle = w.local()
+    assert (wm, idle) == (1_009, False), "a lagging partition is not idle: it holds time"
+    assert w.lagging() == [("fl.gpu", 0)]
+    for i in range(10, 1000):               # consumption resumes and catches up
+        w.observe("fl.gpu", 0, 1_000 + i * 100, i)
+    assert w.local() == (100_900, False)    # sched is quiet + caught up: only gpu counts ...
+    time.sleep(IDLE_S * 3)
+    assert w.local() == (100_900, True)     # ... and once both are caught up and quiet: idle
+
+
+def test_unconsumed_assigned_partition_with_records_holds_time():
+    off = Offsets()
+    w = Watermarks(idle_s=IDLE_S, offsets=off)
+    w.expect([("fl.gpu", 1), ("fl.sched", 0)])
+    off.hw[("fl.sched", 0)] = 2
+    w.observe("fl.sched", 0, 5_000, 0)
+    w.observe("fl.sched", 0, 9_000, 1)
+    off.hw[("fl.gpu", 1)], off.pos[("fl.gpu", 1)] = 500, 0      # records there, none read yet
+    assert w.local() == (-(1 << 62), False)
+    off.pos[("fl.gpu", 1)] = 500                                  # empty after all (all fetched)
+    off.hw[("fl.gpu", 1)] = 500
+    w.forget_partitions()
+    w.expect([("fl.gpu", 1), ("fl.sched", 0)])
+    w.observe("fl.sched", 0, 9_000, 1)
+    assert w.local() == (9_000, False)
+
+
+def test_without_offsets_the_wall_time_rule_decides():
+    w = Watermarks(idle_s=IDLE_S)
+    w.observe("fl.gpu", 0, 1_000)
+    w.observe("fl.sched", 0, 9_000)
+    assert w.local() == (1_000, False)
+    time.sleep(IDLE_S * 3)
+    assert w.local() == (9_000, True)
+    w.heard("other", 5_000, True)
+    assert w.value("me") == (5_000, True)
