@@ -8,9 +8,13 @@ order, advancing a persisted read position only after the broker acknowledged a 
 - Broker away (at start or mid-stream): the drainer retries with backoff, events pile up
   on disk, the collector keeps collecting.
 - Broker back: the backlog is sent in append order, so order per key is kept; a batch is
-  acknowledged before the position moves, so each event is delivered once (a crash between
-  the acknowledgement and the position write may resend one batch: at-least-once across a
-  crash; consumers deduplicate by event id, the contract's idempotency key).
+  acknowledged before the position moves. ONE idempotent producer lives across the outage:
+  a batch in flight when the broker went away (written or not, nobody knows) is retried by
+  that producer with its producer id and sequence number, so the broker writes it once; the
+  spool only re-sends records the broker refused or that were never queued. Each event is
+  delivered once (a crash between the acknowledgement and the position write may resend one
+  batch: at-least-once across a crash; consumers deduplicate by event id, the contract's
+  idempotency key).
 - Collector restart: segments and the position file are on disk; the new process resumes.
 - Full spool (``spool_max_mb``): the oldest segment is deleted, its undelivered events are
   counted in ``stats['dropped']`` and logged. Nothing is dropped silently.
@@ -329,12 +333,29 @@ class SpoolingPublisher:
 
     # ------------------------------------------------------------------ drainer
     async def _ensure_producer(self) -> AIOKafkaProducer:
+        """The ONE idempotent producer of this publisher, kept across broker outages.
+
+        Exactly-once rests on it: a batch that was sent before the broker went away may or
+        may not have been written; aiokafka retries it with the same producer id and sequence
+        number, so the broker (which keeps producer state across its restart) writes it once.
+        Re-sending it through a new producer (new id) would duplicate it."""
         if self._producer is None:
             p = AIOKafkaProducer(
                 **self.settings.kafka_kwargs(), linger_ms=self.linger_ms,
                 compression_type=self.compression, max_batch_size=1 << 20, acks="all",
                 enable_idempotence=True, request_timeout_ms=self.request_timeout_ms,
             )
+            # aiokafka 0.14 fails a queued batch whose partition has no leader once it is older
+            # than request_timeout_ms (MessageAccumulator.drain_by_nodes), even a RETRY of a batch
+            # the broker may already have written (leaders are briefly unknown while a broker
+            # restarts): the spool would then resend it, a duplicate. Idempotent batches must
+            # never expire (aiokafka's own rule in SendProduceReqHandler._can_retry).
+            acc = getattr(p, "_message_accumulator", None)
+            if acc is not None and hasattr(acc, "_batch_ttl"):
+                acc._batch_ttl = float("inf")
+            else:  # pragma: no cover - a future aiokafka
+                log.warning("aiokafka without MessageAccumulator._batch_ttl: batches may expire "
+                            "during an outage and be resent (duplicates)")
             try:
                 await p.start()
             except BaseException:
@@ -344,17 +365,28 @@ class SpoolingPublisher:
                     pass
                 raise
             self._producer = p
-            if not self.connected:
-                log.info("broker reachable at %s; draining spool", self.settings.kafka_bootstrap,
-                         extra={"backlog_bytes": self.backlog_bytes()})
+            log.info("broker reachable at %s; draining spool", self.settings.kafka_bootstrap,
+                     extra={"backlog_bytes": self.backlog_bytes()})
             self.connected = True
         return self._producer
 
     async def _close_producer(self) -> None:
+        """Stop the producer: delivers what it holds if the broker answers in time, else
+        aborts its sender (what it held stays spooled, position not moved)."""
         p, self._producer = self._producer, None
-        if p is not None:
+        if p is None:
+            return
+        t = self.request_timeout_ms / 1000 + 2
+        try:
+            await asyncio.wait_for(p.stop(), t)
+        except (asyncio.TimeoutError, Exception):
+            # stop() waits for in-flight batches, which idempotence retries until the broker
+            # answers: cancel the sender so it cannot deliver them later behind our back
+            sender = getattr(p, "_sender", None)
             try:
-                await asyncio.wait_for(p.stop(), self.request_timeout_ms / 1000 + 2)
+                if sender is not None:
+                    await asyncio.wait_for(sender.close(), t)
+                await asyncio.wait_for(p.client.close(), t)
             except (asyncio.TimeoutError, Exception):
                 pass
 
@@ -387,38 +419,64 @@ class SpoolingPublisher:
             self._remove_segment(done)
             self._save_position()
 
-    async def _send_batches(self, prod: AIOKafkaProducer, batch, skip) -> tuple[list, list[list[int]]]:
+    async def _send_batches(self, prod: AIOKafkaProducer, batch, seg: int,
+                            skip) -> tuple[list, list[list[int]], BaseException | None]:
         """Records -> one aiokafka batch per (topic, partition), in record order; the
         partition is the default partitioner's (murmur2 of the key, as ``Publisher`` routes),
-        cached per key. Returns the delivery futures and, per future, its records' ends."""
+        cached per key. Returns the delivery futures, per future its records' ends, and the
+        error that stopped queueing (None when all were queued). What was queued before an
+        error is a prefix of each partition's records."""
         open_: dict[tuple[str, int], tuple[object, list[int]]] = {}
         futs: list = []
         groups: list[list[int]] = []
-        for topic, key, value, ts, end in batch:
-            if (self._rseg, end) in skip:
-                continue
-            full = self.settings.topic(topic)
-            part = self._parts.get((full, key))
-            if part is None:
-                parts = sorted(await prod.partitions_for(full))
-                part = _PARTITIONER(key or None, parts, parts)
-                if key:
-                    if len(self._parts) > 100_000:
-                        self._parts.clear()
-                    self._parts[(full, key)] = part
-            slot = open_.get((full, part))
-            if slot is None:
-                slot = open_[(full, part)] = (prod.create_batch(), [])
-            if slot[0].append(key=key or None, value=value, timestamp=ts or None) is None:  # full
-                futs.append(await prod.send_batch(slot[0], full, partition=part))
-                groups.append(slot[1])
-                slot = open_[(full, part)] = (prod.create_batch(), [])
-                slot[0].append(key=key or None, value=value, timestamp=ts or None)
-            slot[1].append(end)
-        for (full, part), (b, ends) in open_.items():
-            futs.append(await prod.send_batch(b, full, partition=part))
-            groups.append(ends)
-        return futs, groups
+        try:
+            for topic, key, value, ts, end in batch:
+                if (seg, end) in skip:
+                    continue
+                full = self.settings.topic(topic)
+                part = self._parts.get((full, key))
+                if part is None:
+                    parts = sorted(await prod.partitions_for(full))
+                    part = _PARTITIONER(key or None, parts, parts)
+                    if key:
+                        if len(self._parts) > 100_000:
+                            self._parts.clear()
+                        self._parts[(full, key)] = part
+                slot = open_.get((full, part))
+                if slot is None:
+                    slot = open_[(full, part)] = (prod.create_batch(), [])
+                if slot[0].append(key=key or None, value=value, timestamp=ts or None) is None:  # full
+                    del open_[(full, part)]
+                    futs.append(await prod.send_batch(slot[0], full, partition=part))
+                    groups.append(slot[1])
+                    slot = open_[(full, part)] = (prod.create_batch(), [])
+                    slot[0].append(key=key or None, value=value, timestamp=ts or None)
+                slot[1].append(end)
+            while open_:
+                (full, part), (b, ends) = next(iter(open_.items()))
+                del open_[(full, part)]
+                futs.append(await prod.send_batch(b, full, partition=part))
+                groups.append(ends)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # not queued (metadata or queue timeout): sent again later
+            return futs, groups, e
+        return futs, groups, None
+
+    async def _await_delivery(self, futs: list) -> list:
+        """Wait for EVERY queued batch: while the broker is away aiokafka retries them (same
+        producer id and sequence), so none is in doubt when this returns."""
+        if not futs:
+            return []
+        _done, pending = await asyncio.wait(futs, timeout=self.request_timeout_ms / 1000)
+        if pending:
+            if self.connected:
+                log.warning("broker not answering at %s; spooling to %s (in-flight batches are "
+                            "retried by the same producer)", self.settings.kafka_bootstrap, self.dir,
+                            extra={"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()})
+            self.connected = False
+            await asyncio.wait(pending)
+        return await asyncio.gather(*futs, return_exceptions=True)
 
     async def _drain_loop(self) -> None:
         backoff = 0.2
@@ -430,31 +488,35 @@ class SpoolingPublisher:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            seg = self._rseg
+            rejected = False
             try:
                 prod = await self._ensure_producer()
-                futs, groups = await self._send_batches(prod, batch, skip)
-                results = await asyncio.gather(*futs, return_exceptions=True)
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # broker errors, and anything else: never let the drainer die
-                results = None
-                groups = []
+            except Exception as e:  # broker away at start: nothing was sent
                 err: BaseException | None = e
             else:
-                err = next((r for r in results if isinstance(r, BaseException)), None)
+                futs, groups, err = await self._send_batches(prod, batch, seg, skip)
+                for ends, r in zip(groups, await self._await_delivery(futs)):
+                    if isinstance(r, BaseException):
+                        err = err or r
+                        rejected = True
+                    else:
+                        skip.update((seg, end) for end in ends)
+                        self.stats["sent"] += len(ends)
             if err is None:
-                self.stats["sent"] += sum(len(g) for g in groups)
-                self._roff = batch[-1][4]
+                if self._rseg == seg:  # else the size limit dropped this segment meanwhile
+                    self._roff = batch[-1][4]
                 skip.clear()
                 self._save_position()
+                if not self.connected:
+                    log.info("broker answers again at %s; draining spool", self.settings.kafka_bootstrap,
+                             extra={"backlog_bytes": self.backlog_bytes()})
+                self.connected = True
                 backoff = 0.2
                 continue
-            # failure: remember what did get through, drop the producer, retry with backoff
-            if results is not None:
-                for ends, r in zip(groups, results):
-                    if not isinstance(r, BaseException):
-                        skip.update((self._rseg, end) for end in ends)
-                        self.stats["sent"] += len(ends)
+            # failure: what got through is in ``skip``; the rest is sent again after a backoff
             self._parts.clear()
             self.stats["send_failures"] += 1
             if not isinstance(err, (KafkaError, OSError, asyncio.TimeoutError)):
@@ -464,6 +526,9 @@ class SpoolingPublisher:
                             type(err).__name__, self.dir,
                             extra={"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()})
             self.connected = False
-            await self._close_producer()
+            if rejected:
+                # the broker refused a batch (a non-retriable error: a definite answer, nothing
+                # is in flight now); its producer state may be unusable (sequence gap): new one
+                await self._close_producer()
             await asyncio.sleep(backoff)
             backoff = min(self.retry_max_s, backoff * 2)

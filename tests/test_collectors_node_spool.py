@@ -141,3 +141,24 @@ async def test_two_processes_never_share_a_spool_dir(settings, tmp_path):
     c = await SpoolingPublisher(away, request_timeout_ms=1000).start()  # released at stop
     assert c.dir == tmp_path / "spool"
     await c.stop(flush_timeout_s=0.1)
+
+
+async def test_in_flight_batches_never_expire(settings, tmp_path):
+    """Exactly-once across an outage rests on aiokafka retrying an in-doubt batch with the
+    same producer id instead of failing it: aiokafka 0.14 fails a queued retry whose partition
+    has no leader (a restarting broker) after request_timeout_ms, and the spool would resend
+    it (a duplicate: the CI failure `1787 delivered, 1785 sent`). An aiokafka upgrade that
+    renames what the spool sets must fail here, not as a rare duplicate."""
+    pub = await SpoolingPublisher(replace(settings, spool_dir=str(tmp_path / "spool"))).start()
+    try:
+        await pub.send_many([ev(i, f"n{i % 3}") for i in range(30)])
+        assert await pub.flush(timeout_s=30)
+        prod = pub._producer
+        assert prod is not None and prod._message_accumulator._batch_ttl == float("inf")
+        await pub.send_many([ev(i, f"n{i % 3}") for i in range(30, 60)])
+        assert await pub.flush(timeout_s=30)
+        assert pub._producer is prod, "the producer must outlive sends (one producer id)"
+    finally:
+        await pub.stop()
+    got = await consume(settings.kafka_bootstrap, settings.topic("fl.storage"), 60)
+    assert_exactly_once_in_order(got, 60)
