@@ -37,6 +37,7 @@ from typing import Any
 
 import faust
 import orjson
+from aiokafka import TopicPartition
 from aiokafka.partitioner import murmur2
 
 from ..config import Settings
@@ -134,7 +135,18 @@ def install(app: faust.App, settings: Settings) -> None:
 
     shared = Shared(views.data, lambda k, v: _put(views, 0, k, v),
                     retention_ms=cfg.retention_ms)
-    wms = Watermarks()
+    input_topics = {T(t) for t in NODE_TOPICS + JOB_TOPICS}
+
+    def offsets(topic: str, partition: int) -> tuple[int | None, int | None]:
+        """(high-water mark, fetch position) of an input partition as this worker's Kafka
+        consumer last saw them (from its fetch responses; no request)."""
+        c = app.consumer._thread._ensure_consumer()   # the aiokafka consumer
+        st = c._subscription.subscription.assignment.state_value(TopicPartition(topic, partition))
+        if st is None:
+            return None, None
+        return st.highwater, st._position
+
+    wms = Watermarks(offsets=offsets)
     node_dedup = Dedup()
     box = {"sides": None}
 
@@ -219,7 +231,7 @@ def install(app: faust.App, settings: Settings) -> None:
         ns.feed(key, ev)
         parts[key] = m.partition
 
-    async def node_flush(sd: _Sides, parts: dict[str, int]) -> None:
+    async def node_flush(sd: _Sides, parts: dict[str, int], after_local: Any = None) -> None:
         ns = sd.node
         ns.flush_shared()
         for key in ns.dirty:
@@ -229,8 +241,42 @@ def install(app: faust.App, settings: Settings) -> None:
             _put(nodes, part, key.encode(), ns.dump(key))
         ns.dirty.clear()
         sigs, outs = ns.take()
+        deliver_local(sd, sigs)
+        if after_local is not None:
+            after_local()
         await send_signals(sigs)
         await send_outputs(outs)
+
+    def deliver_local(sd: _Sides, sigs: list[Any]) -> None:
+        """Hand this worker's own node-side signals to its job side right away (no await in
+        between): a job evaluated here once the watermark passes the event never misses the
+        signal that is still on its way through the internal topics (that hop may lag far
+        behind under load). Incidents already evaluated whose window they fall in re-run."""
+        if not sigs:
+            return
+        js = sd.job
+        ccfg = cfg.correlate
+        for s in sigs:
+            if s.subject.startswith("job:") or s.kind == "container_oom":
+                continue   # job-scoped: not in the index (Engine._on_signal)
+            if not js.index.remember(s):  # type: ignore[attr-defined]
+                continue
+            if not js._inc_ctx:
+                continue
+            jobs_of = set()
+            for k in index_keys(s):
+                jobs_of.update(jobs_touched_by(shared, k, s, ccfg.lookback_ms, ccfg.settle_ms))
+            for job in sorted(jobs_of):
+                js.reevaluate_for(job, s)
+
+    def read_all(batch: list[Any], events: list[tuple[Any, Any]] = ()) -> None:
+        """Record the event times and offsets of a processed batch in the watermark (after
+        processing: the job side must not see time pass before the batch's signals exist)."""
+        for ev, m in events:
+            wms.observe(m.topic, m.partition, ev.ts)
+        for e in batch:
+            m = e.message
+            wms.read(m.topic, m.partition, m.offset)
 
     # ------------------------------------------------------------------ node side
     @app.agent(node_topic, name="faultline.node_events")
@@ -251,12 +297,11 @@ def install(app: faust.App, settings: Settings) -> None:
         parts: dict[str, int] = {}
         for ev, m in ok:
             stats.events += 1
-            wms.observe(m.topic, m.partition, ev.ts)
             if not node_dedup.fresh(ev.id):
                 stats.dups += 1
                 continue
             node_feed(sd, ev, m, parts)
-        await node_flush(sd, parts)
+        await node_flush(sd, parts, after_local=lambda: read_all(batch, ok))
 
     # ------------------------------------------------------------------ signals -> jobs
     @app.agent(signals_topic, name="faultline.signals")
@@ -320,7 +365,6 @@ def install(app: faust.App, settings: Settings) -> None:
         fresh: list[Any] = []
         for ev, m in ok:
             stats.events += 1
-            wms.observe(m.topic, m.partition, ev.ts)
             ensure_partition_loaded(sd, m.partition)
             if ev.kind in NODE_KINDS or ev.kind in INV_KINDS:   # sched.node: keyed by node
                 if node_dedup.fresh(ev.id):
@@ -354,10 +398,16 @@ def install(app: faust.App, settings: Settings) -> None:
                     ticked = True
             except Exception as err:  # noqa: BLE001 - internal topic; should not happen
                 log.warning("bad internal job record", extra={"error": str(err)})
-        await _job_advance(sd, fresh, ticked, node_parts)
+        await _job_advance(sd, fresh, ticked, node_parts, after_local=lambda: read_all(inputs, ok))
 
-    async def _job_advance(sd: _Sides, fresh: list[Any], ticked: bool, node_parts: dict[str, int]) -> None:
+    async def _job_advance(sd: _Sides, fresh: list[Any], ticked: bool, node_parts: dict[str, int],
+                           after_local: Any = None) -> None:
         js = sd.job
+        if node_parts or sd.node.dirty:
+            # node-keyed events on the job topics (sched.node): their signals first
+            await node_flush(sd, node_parts)
+        if after_local is not None:
+            after_local()
         wm, idle = wms.value(worker_id)
         stats.watermark = wm
         js.ingest(fresh, wm)
@@ -378,8 +428,6 @@ def install(app: faust.App, settings: Settings) -> None:
         sigs, outs = js.take()
         await send_signals(sigs)
         await send_outputs(outs)
-        if node_parts or sd.node.dirty:
-            await node_flush(sd, node_parts)
 
     # ------------------------------------------------------------------ event-time ticks
     @app.timer(interval=TICK_S, name="faultline.tick")
@@ -387,6 +435,12 @@ def install(app: faust.App, settings: Settings) -> None:
         """Broadcast this worker's watermark to every job partition (stall detection and
         window closing follow event time even for a job that gets no more events)."""
         stats.ticks += 1
+        if not (app.rebalancing or app.in_recovery):
+            try:
+                wms.expect((tp.topic, tp.partition) for tp in app.assignment.assigned_actives()
+                           if tp.topic in input_topics)
+            except Exception:  # noqa: BLE001 - no assignment yet
+                pass
         local = wms.local()
         if local is None:
             return
@@ -425,7 +479,8 @@ def install(app: faust.App, settings: Settings) -> None:
             except Exception as err:  # noqa: BLE001 - debug only
                 d.update(dbg=str(err)[:80])
             d.update(jobs=len(js.jobs), buffered=len(js._buf), pending=len(js._pending),
-                     evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(wms.value(worker_id)[1]))
+                     evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(wms.value(worker_id)[1]),
+                     lagging=len(wms.lagging()))
             if os.environ.get("FAULTLINE_WORKER_DEBUG"):
                 now = time.monotonic()
                 log.info("wm local=%s global=%s workers=%s", wms.local(), wms.value(worker_id), wms._workers)

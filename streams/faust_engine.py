@@ -542,6 +542,13 @@ class JobSide(Engine):
             if p.job == job and sig.ts <= p.cutoff:
                 self._reevaluate(iid)
 
+    def reevaluate_for(self, job: str, sig: Signal) -> None:
+        """Re-run ``job``'s incidents whose window ``sig`` falls in (the signal is already
+        in the index)."""
+        for iid, p in list(self._inc_ctx.items()):
+            if p.job == job and sig.ts <= p.cutoff:
+                self._reevaluate(iid)
+
     def recheck(self) -> None:
         """Re-run recently evaluated incidents: cross-partition evidence (signals, views,
         failures of other jobs) may have landed after the first evaluation."""

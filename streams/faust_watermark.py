@@ -1,8 +1,16 @@
 """Global event-time watermark across workers and partitions.
 
-Each worker tracks the highest ``ts`` seen per input partition it consumes; its *local*
-watermark is the minimum over the partitions that still advance (a partition whose maximum
-has not moved for ``idle_s`` of wall time is idle and does not hold time back). When every
+Each worker tracks, per input partition it consumes, the highest ``ts`` seen and the last
+offset consumed. A partition is **idle** only when it is *caught up* (the last offset
+consumed reaches the partition's high-water mark as the consumer last saw it) and its
+maximum has not moved for ``idle_s`` of wall time. A partition that is behind (slow, or
+paused by Faust's flow control while its stream buffer is full) is *lagging*, never idle:
+it holds the watermark at its own maximum, so a job's cutoff waits for the evidence still
+queued in it (an XID on fl.gpu behind fl.sched). An assigned partition not consumed yet
+but with records to read holds the watermark where it is. Without a high-water mark (no
+fetch yet) the wall-time rule alone decides, as before.
+
+The *local* watermark is the minimum over the partitions that are not idle. When every
 partition is idle the worker is *idle*: its watermark is the highest ts it has seen, and
 when every worker is idle the job side closes its pending windows (as ``Engine.finish``
 does at the end of a file). Workers broadcast ``(watermark, idle)`` on every job partition
@@ -13,41 +21,103 @@ and never goes back.
 from __future__ import annotations
 
 import time
+from typing import Callable, Iterable, Optional
 
+#: ``(topic, partition) -> (high-water mark, fetch position)``, each None when unknown
+Offsets = Callable[[str, int], tuple[Optional[int], Optional[int]]]
+
+
+def _no_offsets(topic: str, partition: int) -> tuple[Optional[int], Optional[int]]:
+    return None, None
 
 
 class Watermarks:
-    def __init__(self, *, idle_s: float = 5.0, worker_ttl_s: float = 10.0) -> None:
+    def __init__(self, *, idle_s: float = 5.0, worker_ttl_s: float = 10.0,
+                 offsets: Offsets | None = None, stuck_s: float = 60.0) -> None:
         self.idle_s = idle_s
         self.worker_ttl_s = worker_ttl_s
-        self._parts: dict[tuple[str, int], list[float]] = {}   # tp -> [max ts, wall time it moved]
+        self.offsets = offsets or _no_offsets
+        self.stuck_s = stuck_s
+        self._parts: dict[tuple[str, int], list[float]] = {}    # tp -> [max ts, wall time it moved]
+        self._offs: dict[tuple[str, int], list[float]] = {}     # tp -> [last offset read, wall time]
+        self._expected: set[tuple[str, int]] = set()            # assigned input partitions
         self._workers: dict[str, tuple[int, bool, float]] = {}  # worker -> (wm, idle, wall time heard)
         self._global = -(1 << 62)
         self._local_last = -(1 << 62)
 
-    def observe(self, topic: str, partition: int, ts: int) -> None:
+    def observe(self, topic: str, partition: int, ts: int, offset: int = -1) -> None:
         p = self._parts.get((topic, partition))
         if p is None:
             self._parts[(topic, partition)] = [ts, time.monotonic()]
         elif ts > p[0]:
             p[0] = ts
             p[1] = time.monotonic()
+        if offset >= 0:
+            self.read(topic, partition, offset)
+
+    def read(self, topic: str, partition: int, offset: int) -> None:
+        """Offset ``offset`` of the partition was consumed (every record, dead letters too)."""
+        o = self._offs.get((topic, partition))
+        if o is None:
+            self._offs[(topic, partition)] = [offset, time.monotonic()]
+        elif offset > o[0]:
+            o[0] = offset
+            o[1] = time.monotonic()
+
+    def expect(self, tps: Iterable[tuple[str, int]]) -> None:
+        """The input partitions assigned to this worker (unconsumed ones with records hold time)."""
+        self._expected = set(tps)
 
     def forget_partitions(self) -> None:
         """After a rebalance the partitions this worker reads change."""
         self._parts.clear()
+        self._offs.clear()
+        self._expected = set()
+
+    def behind(self, topic: str, partition: int) -> Optional[bool]:
+        """Whether records of the partition wait to be consumed (None: unknown).
+
+        A partition fully fetched whose consumed offset has not moved for ``stuck_s``
+        counts as caught up (an offset gap: transaction markers, compaction)."""
+        try:
+            hw, pos = self.offsets(topic, partition)
+        except Exception:  # noqa: BLE001 - partition not assigned (any more)
+            return None
+        if hw is None:
+            return None
+        o = self._offs.get((topic, partition))
+        if o is not None:
+            if o[0] + 1 >= hw:
+                return False
+            return not (pos is not None and pos >= hw and time.monotonic() - o[1] > self.stuck_s)
+        if pos is None:
+            return None
+        return pos < hw
 
     def local(self) -> tuple[int, bool] | None:
         """This worker's ``(watermark, idle)``, or None before it has seen any input."""
         if not self._parts:
             return None
         now = time.monotonic()
-        active = [p[0] for p in self._parts.values() if now - p[1] < self.idle_s]
-        idle = not active
-        wm = int(min(active)) if active else int(max(p[0] for p in self._parts.values()))
+        active: list[float] = []
+        for (t, n), p in self._parts.items():
+            if now - p[1] < self.idle_s or self.behind(t, n):
+                active.append(p[0])
+        held = any(tp not in self._parts and self.behind(*tp) for tp in self._expected | set(self._offs))
+        idle = not active and not held
+        if held:
+            wm = self._local_last if not active else min(int(min(active)), self._local_last)
+        elif active:
+            wm = int(min(active))
+        else:
+            wm = int(max(p[0] for p in self._parts.values()))
         if wm > self._local_last:
             self._local_last = wm
         return self._local_last, idle
+
+    def lagging(self) -> list[tuple[str, int]]:
+        """Partitions with records waiting (for the stats log)."""
+        return sorted(tp for tp in set(self._parts) | set(self._offs) | self._expected if self.behind(*tp))
 
     def heard(self, worker: str, wm: int, idle: bool) -> None:
         self._workers[worker] = (wm, idle, time.monotonic())

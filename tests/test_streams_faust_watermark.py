@@ -68,3 +68,21 @@ def test_without_offsets_the_wall_time_rule_decides():
     assert w.local() == (9_000, True)
     w.heard("other", 5_000, True)
     assert w.value("me") == (5_000, True)
+
+
+def test_dead_letters_count_as_consumed_and_gaps_do_not_hold_forever():
+    off = Offsets()
+    w = Watermarks(idle_s=IDLE_S, offsets=off, stuck_s=IDLE_S * 4)
+    off.hw[("fl.gpu", 0)] = 3
+    off.hw[("fl.sched", 0)] = 5
+    off.pos[("fl.sched", 0)] = 5
+    w.observe("fl.gpu", 0, 1_000, 0)
+    w.observe("fl.gpu", 0, 2_000, 1)
+    w.read("fl.gpu", 0, 2)                      # the last record was invalid (dead letter)
+    w.observe("fl.sched", 0, 7_000, 3)          # offset 4 is a gap (e.g. a transaction marker)
+    time.sleep(IDLE_S * 2)
+    assert w.lagging() == [("fl.sched", 0)]
+    assert w.local() == (7_000, False)          # sched waits for offset 4 ...
+    time.sleep(IDLE_S * 4)
+    assert w.lagging() == []                    # ... not forever: all fetched, nothing came
+    assert w.local() == (7_000, True)
