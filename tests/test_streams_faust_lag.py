@@ -45,6 +45,7 @@ async def produce(settings, events) -> None:
         await pub.flush()
 
 
+@pytest.mark.slow
 def test_late_gpu_topic_reevaluates_to_diagnose(settings, tmp_path):
     s = replace(settings, topic_partitions=3)
     start = (now_ms() - 90 * 60_000) // 60_000 * 60_000
