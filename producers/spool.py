@@ -186,7 +186,8 @@ class SpoolingPublisher:
             except (asyncio.CancelledError, Exception):
                 pass
             self._task = None
-            await self._close_producer()
+            # what the producer still holds stays spooled (position not moved): no long wait
+            await self._close_producer(timeout_s=max(0.5, min(flush_timeout_s, 2.0)))
             self._write_out()
             if self._wfh is not None:
                 self._wfh.flush()
@@ -370,13 +371,13 @@ class SpoolingPublisher:
             self.connected = True
         return self._producer
 
-    async def _close_producer(self) -> None:
+    async def _close_producer(self, timeout_s: float | None = None) -> None:
         """Stop the producer: delivers what it holds if the broker answers in time, else
         aborts its sender (what it held stays spooled, position not moved)."""
         p, self._producer = self._producer, None
         if p is None:
             return
-        t = self.request_timeout_ms / 1000 + 2
+        t = self.request_timeout_ms / 1000 + 2 if timeout_s is None else timeout_s
         try:
             await asyncio.wait_for(p.stop(), t)
         except (asyncio.TimeoutError, Exception):
