@@ -387,6 +387,9 @@ class SpoolingPublisher:
             try:
                 if sender is not None:
                     await asyncio.wait_for(sender.close(), t)
+                acc = getattr(p, "_message_accumulator", None)
+                if acc is not None:  # resolve its futures: stop()'s flush task then ends too
+                    acc.fail_all(KafkaError("spool publisher stopped; records stay spooled"))
                 await asyncio.wait_for(p.client.close(), t)
             except (asyncio.TimeoutError, Exception):
                 pass
