@@ -8,7 +8,9 @@ paused by Faust's flow control while its stream buffer is full) is *lagging*, ne
 it holds the watermark at its own maximum, so a job's cutoff waits for the evidence still
 queued in it (an XID on fl.gpu behind fl.sched). An assigned partition not consumed yet
 but with records to read holds the watermark where it is. Without a high-water mark (no
-fetch yet) the wall-time rule alone decides, as before.
+fetch yet) the wall-time rule alone decides, as before. The hold is bounded: once lagging
+partitions have kept the watermark below the wall-time rule's value for ``max_hold_s``,
+that value is used (incidents then may need the late evidence's re-evaluation).
 
 The *local* watermark is the minimum over the partitions that are not idle. When every
 partition is idle the worker is *idle*: its watermark is the highest ts it has seen, and
@@ -33,11 +35,14 @@ def _no_offsets(topic: str, partition: int) -> tuple[Optional[int], Optional[int
 
 class Watermarks:
     def __init__(self, *, idle_s: float = 5.0, worker_ttl_s: float = 10.0,
-                 offsets: Offsets | None = None, stuck_s: float = 60.0) -> None:
+                 offsets: Offsets | None = None, stuck_s: float = 60.0,
+                 max_hold_s: float = 60.0) -> None:
         self.idle_s = idle_s
         self.worker_ttl_s = worker_ttl_s
         self.offsets = offsets or _no_offsets
         self.stuck_s = stuck_s
+        self.max_hold_s = max_hold_s
+        self._held_since: float | None = None
         self._parts: dict[tuple[str, int], list[float]] = {}    # tp -> [max ts, wall time it moved]
         self._offs: dict[tuple[str, int], list[float]] = {}     # tp -> [last offset read, wall time]
         self._expected: set[tuple[str, int]] = set()            # assigned input partitions
@@ -100,17 +105,32 @@ class Watermarks:
             return None
         now = time.monotonic()
         active: list[float] = []
+        moving: list[float] = []
         for (t, n), p in self._parts.items():
-            if now - p[1] < self.idle_s or self.behind(t, n):
+            if now - p[1] < self.idle_s:
+                moving.append(p[0])
+                active.append(p[0])
+            elif self.behind(t, n):
                 active.append(p[0])
         held = any(tp not in self._parts and self.behind(*tp) for tp in self._expected | set(self._offs))
         idle = not active and not held
+        top = int(max(p[0] for p in self._parts.values()))
         if held:
             wm = self._local_last if not active else min(int(min(active)), self._local_last)
-        elif active:
-            wm = int(min(active))
         else:
-            wm = int(max(p[0] for p in self._parts.values()))
+            wm = int(min(active)) if active else top
+        # the wall-time rule alone (lagging partitions that stopped moving do not count):
+        # when lagging partitions have held time back below it for max_hold_s, use it, so
+        # one partition stuck far behind delays incidents by at most that much; its late
+        # evidence then re-evaluates them (pushed signals)
+        loose = int(min(moving)) if moving else top
+        if loose > max(wm, self._local_last):
+            if self._held_since is None:
+                self._held_since = now
+            elif now - self._held_since > self.max_hold_s:
+                wm = loose
+        else:
+            self._held_since = None
         if wm > self._local_last:
             self._local_last = wm
         return self._local_last, idle

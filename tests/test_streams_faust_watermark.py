@@ -86,3 +86,19 @@ def test_dead_letters_count_as_consumed_and_gaps_do_not_hold_forever():
     time.sleep(IDLE_S * 4)
     assert w.lagging() == []                    # ... not forever: all fetched, nothing came
     assert w.local() == (7_000, True)
+
+
+def test_the_hold_is_bounded_in_wall_time():
+    off = Offsets()
+    w = Watermarks(idle_s=IDLE_S, offsets=off, max_hold_s=IDLE_S * 4)
+    off.hw[("fl.gpu", 0)] = 100
+    w.observe("fl.gpu", 0, 1_000, 0)       # stuck far behind
+    time.sleep(IDLE_S * 2)
+    w.observe("fl.sched", 0, 50_000, 0)
+    assert w.local() == (1_000, False)
+    time.sleep(IDLE_S * 2)
+    w.observe("fl.sched", 0, 60_000, 1)
+    assert w.local() == (1_000, False)      # held ...
+    time.sleep(IDLE_S * 4)
+    w.observe("fl.sched", 0, 70_000, 2)
+    assert w.local() == (70_000, False)     # ... but not for longer than max_hold_s
