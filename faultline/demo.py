@@ -55,7 +55,7 @@ class DemoOptions:
     @classmethod
     def short(cls) -> "DemoOptions":
         return cls(scenario="mixed", nodes=16, gpus_per_node=8, hours=1.0, speed=600.0,
-                   settle_s=10.0, timeout_s=300.0, web_port=None)
+                   settle_s=10.0, timeout_s=600.0, web_port=None)
 
 
 @dataclasses.dataclass
@@ -353,6 +353,12 @@ class Demo:
                     if o.live:
                         live.update(render(st, o))
                     await asyncio.sleep(0.25)
+                else:
+                    lag = await self._lag()
+                    raise RuntimeError(
+                        f"the demo did not settle within {o.timeout_s:.0f} s (worker {lag:,} events behind, "
+                        f"{len(st.incidents)} incidents so far): the machine is too slow for this fleet size; "
+                        "try --nodes/--hours smaller or --speed lower")
                 st.phase = "done"
                 if o.live:
                     live.update(render(st, o))
