@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import socket
 import sys
 import uuid
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ...config import Settings
@@ -25,6 +27,25 @@ log = logging.getLogger("faultline.collect")
 def new_id() -> str:
     """A globally unique event id."""
     return uuid.uuid4().hex
+
+
+def resolve_secret(cfg: dict[str, Any], key: str, where: str,
+                   error: type[Exception] = ValueError) -> str | None:
+    """A credential from a collector's config: ``key`` inline, ``key_env`` (variable name) or
+    ``key_file`` (path), in that order; ``error`` (naming ``where``) when it cannot be read."""
+    if cfg.get(key) is not None:
+        return str(cfg[key])
+    if cfg.get(key + "_env"):
+        var = cfg[key + "_env"]
+        if var not in os.environ:
+            raise error(f"{where}: {key}_env names ${var}, which is not set")
+        return os.environ[var]
+    if cfg.get(key + "_file"):
+        try:
+            return Path(cfg[key + "_file"]).read_text().strip()
+        except OSError as e:
+            raise error(f"{where}: cannot read {key}_file {cfg[key + '_file']}: {e.strerror}") from None
+    return None
 
 
 def hostname() -> str:

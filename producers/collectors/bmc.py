@@ -41,7 +41,7 @@ import orjson
 from ...config import Settings
 from ...schemas import now_ms
 from ...schemas.events import HwSel, HwSelData, HwSensor, HwSensorData
-from .base import Collector, new_id
+from .base import Collector, new_id, resolve_secret
 
 NAME = "bmc"
 HELP = "BMC sensors and SEL over IPMI (ipmitool) or Redfish -> hw.sensor, hw.sel"
@@ -77,19 +77,8 @@ class Bmc:
 
 
 def _secret(cfg: dict[str, Any], key: str, where: str) -> str | None:
-    if cfg.get(key) is not None:
-        return str(cfg[key])
-    if cfg.get(key + "_env"):
-        var = cfg[key + "_env"]
-        if var not in os.environ:
-            raise BmcConfigError(f"{where}: {key}_env names ${var}, which is not set")
-        return os.environ[var]
-    if cfg.get(key + "_file"):
-        try:
-            return Path(cfg[key + "_file"]).read_text().strip()
-        except OSError as e:
-            raise BmcConfigError(f"{where}: cannot read {key}_file {cfg[key + '_file']}: {e.strerror}") from None
-    return None
+    """``key`` inline, ``key_env`` (variable name) or ``key_file`` (path), in that order."""
+    return resolve_secret(cfg, key, where, BmcConfigError)
 
 
 def bmc_from_dict(cfg: dict[str, Any], defaults: dict[str, Any] | None = None, where: str = "bmc") -> Bmc:

@@ -44,7 +44,7 @@ import orjson
 from ...config import Settings
 from ...schemas import now_ms
 from ...schemas.events import NetLink, NetLinkData, NetPort, NetPortData
-from .base import Collector, add_common_args, new_id, run_collector
+from .base import Collector, add_common_args, new_id, resolve_secret, run_collector
 from .snmp_ber import END_OF_MIB, EXCEPTIONS, NO_SUCH_OBJECT, SnmpTimeout, V2cClient
 from .snmp_traps import LinkTrap, TrapListener
 
@@ -117,19 +117,7 @@ _PRIV = {"none": "USM_PRIV_NONE", "des": "USM_PRIV_CBC56_DES", "3des": "USM_PRIV
 
 def _secret(cfg: dict[str, Any], key: str, where: str) -> str | None:
     """``key`` inline, ``key_env`` (variable name) or ``key_file`` (path), in that order."""
-    if cfg.get(key) is not None:
-        return str(cfg[key])
-    if cfg.get(key + "_env"):
-        var = cfg[key + "_env"]
-        if var not in os.environ:
-            raise SnmpConfigError(f"{where}: {key}_env names ${var}, which is not set")
-        return os.environ[var]
-    if cfg.get(key + "_file"):
-        try:
-            return Path(cfg[key + "_file"]).read_text().strip()
-        except OSError as e:
-            raise SnmpConfigError(f"{where}: cannot read {key}_file {cfg[key + '_file']}: {e.strerror}") from None
-    return None
+    return resolve_secret(cfg, key, where, SnmpConfigError)
 
 
 def target_from_dict(cfg: dict[str, Any], defaults: dict[str, Any] | None = None, where: str = "target") -> Target:
