@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Iterable
+from typing import AsyncIterator, Iterable
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -194,13 +194,10 @@ class JobScope:
             return False  # other jobs' lifecycles
         return node in self.nodes
 
-
-def scope_filter(scope: JobScope) -> Callable[[bytes], bool]:
-    def keep(raw: bytes) -> bool:
+    def keeps_raw(self, raw: bytes) -> bool:
+        """``keeps`` on wire bytes; malformed input is kept, to be replayed (and dead-lettered) as it was."""
         try:
             ev = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            return False
-        return isinstance(ev, dict) and scope.keeps(ev)
-
-    return keep
+            return True
+        return not isinstance(ev, dict) or self.keeps(ev)

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _export(settings: config.Settings, args: argparse.Namespace) -> int:
     from ..producers.replay import JobScope, read_range
-    from .replay import build_scope, find_incident
+    from .replay import build_scope, find_incident, scoped_inventory
 
     since = parse_time(args.search_since)
     inc = await find_incident(settings, args.incident, since, parse_time("now"))
@@ -64,25 +64,19 @@ async def _export(settings: config.Settings, args: argparse.Namespace) -> int:
     n = 0
     try:
         out.write(header(inc, lo, hi) + b"\n")
-        async for batch in read_range(settings, 0, hi, topics=["fl.inventory"]):
-            for r in batch:
-                if _keep(scope, r.value):
-                    out.write(r.value + b"\n")
-                    n += 1
-        topics = [t for t in ("fl.gpu", "fl.hw", "fl.net", "fl.storage", "fl.sched", "fl.runtime")]
+
+        async def write(records) -> None:
+            nonlocal n
+            for r in records:
+                out.write(r.value + b"\n")
+            n += len(records)
+
+        await scoped_inventory(settings, scope, hi, 60_000, write)
+        topics = ["fl.gpu", "fl.hw", "fl.net", "fl.storage", "fl.sched", "fl.runtime"]
         async for batch in read_range(settings, lo, hi, topics=topics):
-            for r in batch:
-                if _keep(scope, r.value):
-                    out.write(r.value + b"\n")
-                    n += 1
+            await write([r for r in batch if scope.keeps_raw(r.value)])
     finally:
         out.close()
     print(f"bundle: incident {inc['id']} (job {inc['job']} attempt {inc.get('attempt')}), "
           f"{n:,} events -> {args.out}", file=sys.stderr)
     return 0
-
-
-def _keep(scope, raw: bytes) -> bool:
-    from .replay import _keeps
-
-    return _keeps(scope, raw)

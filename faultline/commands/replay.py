@@ -57,6 +57,8 @@ async def find_incident(settings: config.Settings, incident_id: str, since: int,
 
 
 async def build_scope(settings: config.Settings, job: str, since: int, until: int, slack: int) -> JobScope:
+    """The job's nodes, from its sched.job events in the range (ports and paths come with
+    ``scoped_inventory``)."""
     scope = JobScope(job)
     async for batch in read_range(settings, since, until, topics=["fl.sched"], slack_ms=slack):
         for rec in batch:
@@ -64,14 +66,28 @@ async def build_scope(settings: config.Settings, job: str, since: int, until: in
                 scope.learn(orjson.loads(rec.value))
             except orjson.JSONDecodeError:
                 continue
-    # topology is published at start-up and on change: look back far enough to find it
+    return scope
+
+
+async def scoped_inventory(settings: config.Settings, scope: JobScope, until: int, slack: int, emit=None) -> None:
+    """One pass over fl.inventory from its start (topology and versions are published at
+    start-up and on change, so they may predate the range): learn the job's fabric ports and
+    storage paths, and hand the job's nodes' inventory records to ``emit`` when given."""
     async for batch in read_range(settings, 0, until, topics=["fl.inventory"], slack_ms=slack):
+        kept = []
         for rec in batch:
             try:
-                scope.learn_topology(orjson.loads(rec.value))
+                ev = orjson.loads(rec.value)
             except orjson.JSONDecodeError:
+                ev = None
+            if not isinstance(ev, dict):  # malformed records go along, as in the range
+                kept.append(rec)
                 continue
-    return scope
+            scope.learn_topology(ev)
+            if scope.keeps(ev):
+                kept.append(rec)
+        if kept and emit is not None:
+            await emit(kept)
 
 
 async def collect(settings: config.Settings, args: argparse.Namespace, since: int, until: int,
@@ -88,27 +104,17 @@ async def collect(settings: config.Settings, args: argparse.Namespace, since: in
     if scope is not None and not scope.nodes:
         raise CliError(f"job {job} has no sched.job event in the range: widen --since/--until")
     topics = list(args.topics)
-    if scope is not None and "fl.inventory" in topics:
-        # the job's nodes' inventory (topology, versions) may predate the range
-        async for batch in read_range(settings, 0, until, topics=["fl.inventory"], slack_ms=args.slack):
-            kept = [r for r in batch if scope.keeps(orjson.loads(r.value))]
-            if kept:
-                await emit(kept)
-        topics.remove("fl.inventory")
+    if scope is not None:
+        wanted = "fl.inventory" in topics
+        await scoped_inventory(settings, scope, until, args.slack, emit if wanted else None)
+        if wanted:
+            topics.remove("fl.inventory")
     async for batch in read_range(settings, since, until, topics=topics, stats=stats,
                                   slack_ms=args.slack, strict_retention=True):
         if scope is not None:
-            batch = [r for r in batch if _keeps(scope, r.value)]
+            batch = [r for r in batch if scope.keeps_raw(r.value)]
         if batch:
             await emit(batch)
-
-
-def _keeps(scope: JobScope, raw: bytes) -> bool:
-    try:
-        ev = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return True  # malformed input is replayed as it was: the worker dead-letters it
-    return not isinstance(ev, dict) or scope.keeps(ev)
 
 
 def run(args: argparse.Namespace) -> int:
