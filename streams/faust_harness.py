@@ -141,3 +141,22 @@ async def read_topic(settings: Settings, topic: str, *, until: Callable[[list[An
         return out
     finally:
         await consumer.stop()
+
+
+def without_revision(incident: dict) -> dict:
+    """An incident dict without ``revision``, to compare live and offline results."""
+    d = dict(incident)
+    d.pop("revision", None)
+    return d
+
+
+def latest_incidents(records: Any) -> dict[str, dict]:
+    """id -> the highest revision of each incident among fl.incidents records, without ``revision``."""
+    import orjson
+
+    best: dict[str, dict] = {}
+    for r in records:
+        d = orjson.loads(r.value)
+        if d["id"] not in best or best[d["id"]]["revision"] < d["revision"]:
+            best[d["id"]] = d
+    return {k: without_revision(v) for k, v in best.items()}

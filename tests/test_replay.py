@@ -14,6 +14,7 @@ from faultline.producers.publish import Publisher
 from faultline.producers.simulate import Intervals, simulate
 from faultline.producers.timeparse import parse_time
 from faultline.schemas import decode, now_ms
+from faultline.streams.faust_harness import without_revision
 
 HOUR = 3_600_000
 
@@ -32,12 +33,6 @@ def _incidents(stdout: bytes) -> dict[str, dict]:
             inc = orjson.loads(line)
             out[inc["id"]] = inc
     return out
-
-
-def _comparable(inc: dict) -> dict:
-    inc = dict(inc)
-    inc.pop("revision", None)
-    return inc
 
 
 async def _publish(settings, lines: list[bytes]) -> None:
@@ -94,7 +89,7 @@ def test_replay_matches_live_and_bundle_round_trip(settings, contract_topics, fa
     # replay the whole range in-process: same incidents as live
     full = _incidents(_cli(faultline_env, "replay", "--since", since, "--until", until,
                            "--diagnose", "--json").stdout)
-    assert {k: _comparable(v) for k, v in full.items()} == {k: _comparable(v) for k, v in live.items()}
+    assert {k: without_revision(v) for k, v in full.items()} == {k: without_revision(v) for k, v in live.items()}
     # deterministic: a second replay gives byte-identical incidents
     again = _cli(faultline_env, "replay", "--since", since, "--until", until, "--diagnose", "--json").stdout
     assert _incidents(again) == full
@@ -102,8 +97,8 @@ def test_replay_matches_live_and_bundle_round_trip(settings, contract_topics, fa
     # replay one job: only what its diagnosis needs, same incident for that job
     p = _cli(faultline_env, "replay", "--since", since, "--until", until, "--job", job, "--diagnose", "--json")
     scoped = {k: v for k, v in _incidents(p.stdout).items() if v["job"] == job}
-    live_job = {k: _comparable(v) for k, v in live.items() if v["job"] == job}
-    assert {k: _comparable(v) for k, v in scoped.items()} == live_job
+    live_job = {k: without_revision(v) for k, v in live.items() if v["job"] == job}
+    assert {k: without_revision(v) for k, v in scoped.items()} == live_job
     kept = int(p.stderr.decode().split(" in range")[0].rsplit(" ", 1)[-1].replace(",", ""))
     assert 0 < kept <= len(lines)
 
@@ -123,7 +118,7 @@ def test_replay_matches_live_and_bundle_round_trip(settings, contract_topics, fa
     offline_env["FAULTLINE_KAFKA_BOOTSTRAP"] = "127.0.0.1:1"  # no broker needed
     out = _incidents(_cli(offline_env, "diagnose", str(bundle), "--json").stdout)
     assert iid in out
-    assert _comparable(out[iid]) == _comparable(live[iid])
+    assert without_revision(out[iid]) == without_revision(live[iid])
 
 
 def test_replay_reports_unreachable_broker(faultline_env):

@@ -19,7 +19,7 @@ from faultline.producers.publish import Publisher
 from faultline.producers.simulate import simulate
 from faultline.schemas.codec import decode, now_ms
 from faultline.streams.engine import Engine, EngineConfig
-from faultline.streams.faust_harness import WorkerProcess, read_topic
+from faultline.streams.faust_harness import WorkerProcess, latest_incidents, read_topic, without_revision
 from faultline.streams.faust_topics import ensure_topics
 
 pytestmark = pytest.mark.kafka
@@ -46,22 +46,7 @@ def expected_incidents(lines: list[bytes], settings) -> dict[str, dict]:
     eng = Engine(EngineConfig.from_settings(settings))
     eng.process(lines)
     eng.finish()
-    return {i.id: _norm(msgspec.to_builtins(i)) for i in eng.incidents()}
-
-
-def _norm(d: dict) -> dict:
-    d = dict(d)
-    d.pop("revision", None)
-    return d
-
-
-def latest(records) -> dict[str, dict]:
-    best: dict[str, dict] = {}
-    for r in records:
-        d = orjson.loads(r.value)
-        if d["id"] not in best or best[d["id"]]["revision"] < d["revision"]:
-            best[d["id"]] = d
-    return {k: _norm(v) for k, v in best.items()}
+    return {i.id: without_revision(msgspec.to_builtins(i)) for i in eng.incidents()}
 
 
 async def produce(settings, lines: list[bytes], raw: list[tuple[str, bytes, bytes]] = ()) -> None:
@@ -74,9 +59,9 @@ async def produce(settings, lines: list[bytes], raw: list[tuple[str, bytes, byte
 
 
 async def wait_incidents(settings, expected: dict, timeout_s: float) -> dict[str, dict]:
-    recs = await read_topic(settings, "fl.incidents", until=lambda r: latest(r) == expected,
+    recs = await read_topic(settings, "fl.incidents", until=lambda r: latest_incidents(r) == expected,
                             timeout_s=timeout_s)
-    return latest(recs)
+    return latest_incidents(recs)
 
 
 def _diff(got: dict, exp: dict) -> str:

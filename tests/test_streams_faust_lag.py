@@ -9,7 +9,6 @@ import asyncio
 from dataclasses import replace
 
 import msgspec
-import orjson
 import pytest
 
 from faultline.producers.publish import Publisher
@@ -17,25 +16,10 @@ from faultline.producers.simulate import simulate
 from faultline.schemas.codec import decode, now_ms
 from faultline.schemas.registry import topic_for
 from faultline.streams.engine import Engine, EngineConfig
-from faultline.streams.faust_harness import WorkerProcess, read_topic
+from faultline.streams.faust_harness import WorkerProcess, latest_incidents, read_topic, without_revision
 from faultline.streams.faust_topics import ensure_topics
 
 pytestmark = pytest.mark.kafka
-
-
-def _norm(d: dict) -> dict:
-    d = dict(d)
-    d.pop("revision", None)
-    return d
-
-
-def latest(records) -> dict[str, dict]:
-    best: dict[str, dict] = {}
-    for r in records:
-        d = orjson.loads(r.value)
-        if d["id"] not in best or best[d["id"]]["revision"] < d["revision"]:
-            best[d["id"]] = d
-    return {k: _norm(v) for k, v in best.items()}
 
 
 async def produce(settings, events) -> None:
@@ -53,7 +37,7 @@ def test_late_gpu_topic_reevaluates_to_diagnose(settings, tmp_path):
     eng = Engine(EngineConfig.from_settings(s))
     eng.process(lines)
     eng.finish()
-    exp = {i.id: _norm(msgspec.to_builtins(i)) for i in eng.incidents()}
+    exp = {i.id: without_revision(msgspec.to_builtins(i)) for i in eng.incidents()}
     assert any(i["root_cause"]["category"] == "gpu_hardware" for i in exp.values())
     events = [decode(x) for x in lines]
     gpu = [e for e in events if topic_for(e).endswith("fl.gpu")]
@@ -63,14 +47,14 @@ def test_late_gpu_topic_reevaluates_to_diagnose(settings, tmp_path):
     asyncio.run(produce(s, rest))
     with WorkerProcess(s, tmp_path / "w") as w:
         # every attempt is explained without the GPU evidence first (fl.gpu is empty) ...
-        early = latest(asyncio.run(read_topic(s, "fl.incidents", until=lambda r: set(latest(r)) >= set(exp),
+        early = latest_incidents(asyncio.run(read_topic(s, "fl.incidents", until=lambda r: set(latest_incidents(r)) >= set(exp),
                                               timeout_s=120)))
         assert set(early) >= set(exp), w.log()
         assert early != exp, "without fl.gpu the worker cannot already know the XID"
         # ... then the lagging topic arrives: the late signals correct the incidents
         asyncio.run(produce(s, gpu))
-        recs = asyncio.run(read_topic(s, "fl.incidents", until=lambda r: latest(r) == exp, timeout_s=120))
+        recs = asyncio.run(read_topic(s, "fl.incidents", until=lambda r: latest_incidents(r) == exp, timeout_s=120))
         assert w.alive(), w.log()
-    got = latest(recs)
+    got = latest_incidents(recs)
     diff = {i: (got.get(i, {}).get("root_cause"), exp[i]["root_cause"]) for i in exp if got.get(i) != exp.get(i)}
     assert got == exp, f"{diff}\n--- worker log ---\n{w.log()}"
