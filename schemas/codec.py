@@ -29,6 +29,11 @@ class ContractError(ValueError):
 
 
 _decoder = msgspec.json.Decoder(Event)
+#: the bare msgspec decoder behind ``decode``, for hot loops that inline the fast path:
+#: ``decode_fast(raw)`` raises msgspec errors and skips the size and future-ts checks, so a
+#: caller must check ``len(raw) <= MAX_EVENT_BYTES`` and ``ev.ts <= now + MAX_FUTURE_MS`` and
+#: call ``decode`` on any failure for the ``ContractError`` and its reason
+decode_fast = _decoder.decode
 _encoder = msgspec.json.Encoder()
 
 
@@ -92,8 +97,8 @@ def encode(ev: Envelope) -> bytes:
 
 
 def to_dict(ev: Envelope) -> dict[str, Any]:
-    """The event as plain JSON-ready builtins (``kind`` included)."""
-    return msgspec.to_builtins(ev)
+    """The event as plain JSON-ready builtins (``kind`` included; arrays as lists)."""
+    return orjson.loads(_encoder.encode(ev))
 
 
 def dead_letter(raw: bytes, reason: str, topic: str | None = None, partition: int | None = None,

@@ -454,7 +454,7 @@ class JobSide(Engine):
         self.fences[job] = d.fence
         for raw in d.buffered:
             ev = _ev_dec.decode(raw)
-            self._seen[ev.id] = None
+            self._seen.add(ev.id)
             self._buf.append((ev.ts, ev.id, ev))
         for p in d.pending:
             self._schedule(p)
@@ -502,12 +502,9 @@ class JobSide(Engine):
         """Buffer events (dedup by id), then release up to ``watermark - lateness``."""
         for ev in events:
             eid = ev.id
-            if eid in self._seen:
+            if not self._seen.add(eid):
                 self.stats.duplicates += 1
                 continue
-            self._seen[eid] = None
-            if len(self._seen) > self.cfg.dedup_cap:
-                self._seen.popitem(last=False)
             self.stats.events += 1
             self.dirty.add(ev.job or "")
             if ev.ts < self._wm:

@@ -19,7 +19,7 @@ from msgspec import Struct
 SignalSeverity = Literal["info", "warning", "critical"]
 
 
-class Signal(Struct, kw_only=True):
+class Signal(Struct, kw_only=True, gc=False):
     id: str
     ts: int
     layer: str

@@ -32,53 +32,56 @@ class GpuState(Struct, kw_only=True):
     mem_fired: bool = False
 
 
+#: cumulative counters: (data field, state field, signal kind, DetectorConfig threshold field
+#: (None: any growth), severity, category, score, what the summary says grew)
+_GROWTH = (
+    ("ecc_dbe", "dbe", "ecc_dbe", None, "critical", "gpu_hardware", 0.9, "new uncorrectable (DBE) ECC error(s)"),
+    ("ecc_sbe", "sbe", "ecc_sbe_burst", "sbe_burst", "warning", "gpu_hardware", 0.35,
+     "corrected ECC errors in one interval"),
+    ("nvlink_errors", "nvl", "nvlink_errors", "nvlink_burst", "warning", "gpu_nvlink", 0.6,
+     "NVLink errors in one interval"),
+    ("pcie_replay", "pcie", "pcie_replay", "pcie_burst", "warning", "gpu_hardware", 0.35,
+     "PCIe replays in one interval"),
+)
+#: gauges whose any rise matters: (data field, state field, signal kind)
+_RISE = (("retired_pages", "retired", "retired_pages"), ("remapped_rows_pending", "remap", "remap_pending"))
+
+
+def _counters(st: GpuState, ev, subj: str, cfg: DetectorConfig, out: list[Signal]) -> None:
+    """Growth of the cumulative error counters (with resets) and rises of the retirement
+    gauges since the GPU's previous sample; a missing field keeps the last value."""
+    d = ev.data
+    for field, attr, kind, th, severity, category, score, what in _GROWTH:
+        x = getattr(d, field)
+        if x is None:
+            continue
+        prev = getattr(st, attr)
+        if prev is not None and (n := delta(prev, x)) > 0 and (th is None or n >= getattr(cfg, th)):
+            data = {"new": n, "total": x} if th is None else {"new": n}
+            out.append(make(kind, subj, ev, "gpu", severity, f"GPU {subj[4:]}: {n} {what}",
+                            category=category, component=subj, score=score, data=data))
+        setattr(st, attr, x)
+    for field, attr, kind in _RISE:
+        x = getattr(d, field)
+        if x is None:
+            continue
+        prev = getattr(st, attr)
+        if prev is not None and x > prev:
+            out.append(make(kind, subj, ev, "gpu", "warning",
+                            f"GPU {subj[4:]}: {field.replace('_', ' ')} {prev} -> {x}",
+                            category="gpu_hardware", component=subj, score=0.45, data={"from": prev, "to": x}))
+        setattr(st, attr, x)
+
+
 def on_sample(st: GpuState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     d = ev.data
     node = ev.node
     g = d.gpu
     subj = f"gpu:{node}/{g}"
-    # ---- cumulative counters (fast path: compare, only dig in on growth)
-    x = d.ecc_dbe
-    if x is not None:
-        if st.dbe is not None and x != st.dbe and (n := delta(st.dbe, x)) > 0:
-            out.append(make("ecc_dbe", subj, ev, "gpu", "critical",
-                            f"GPU {node}/{g}: {n} new uncorrectable (DBE) ECC error(s)",
-                            category="gpu_hardware", component=subj, score=0.9, data={"new": n, "total": x}))
-        st.dbe = x
-    x = d.ecc_sbe
-    if x is not None:
-        if st.sbe is not None and x != st.sbe and (n := delta(st.sbe, x)) >= cfg.sbe_burst:
-            out.append(make("ecc_sbe_burst", subj, ev, "gpu", "warning",
-                            f"GPU {node}/{g}: {n} corrected ECC errors in one interval",
-                            category="gpu_hardware", component=subj, score=0.35, data={"new": n}))
-        st.sbe = x
-    x = d.nvlink_errors
-    if x is not None:
-        if st.nvl is not None and x != st.nvl and (n := delta(st.nvl, x)) >= cfg.nvlink_burst:
-            out.append(make("nvlink_errors", subj, ev, "gpu", "warning",
-                            f"GPU {node}/{g}: NVLink errors +{n} in one interval",
-                            category="gpu_nvlink", component=subj, score=0.6, data={"new": n}))
-        st.nvl = x
-    x = d.pcie_replay
-    if x is not None:
-        if st.pcie is not None and x != st.pcie and (n := delta(st.pcie, x)) >= cfg.pcie_burst:
-            out.append(make("pcie_replay", subj, ev, "gpu", "warning",
-                            f"GPU {node}/{g}: PCIe replays +{n} in one interval",
-                            category="gpu_hardware", component=subj, score=0.35, data={"new": n}))
-        st.pcie = x
-    for attr, kind in (("retired_pages", "retired_pages"), ("remapped_rows_pending", "remap_pending")):
-        x = getattr(d, attr)
-        if x is None:
-            continue
-        prev = st.retired if attr == "retired_pages" else st.remap
-        if prev is not None and x > prev:
-            out.append(make(kind, subj, ev, "gpu", "warning",
-                            f"GPU {node}/{g}: {attr.replace('_', ' ')} {prev} -> {x}",
-                            category="gpu_hardware", component=subj, score=0.45, data={"from": prev, "to": x}))
-        if attr == "retired_pages":
-            st.retired = x
-        else:
-            st.remap = x
+    # ---- cumulative counters: one comparison on the common path (nothing changed)
+    if (d.ecc_dbe != st.dbe or d.ecc_sbe != st.sbe or d.nvlink_errors != st.nvl or d.pcie_replay != st.pcie
+            or d.retired_pages != st.retired or d.remapped_rows_pending != st.remap):
+        _counters(st, ev, subj, cfg, out)
     # ---- throttling episodes
     thr = d.throttle
     bad = [r for r in thr if r in _BAD_THROTTLE] if thr else None

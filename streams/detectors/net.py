@@ -43,9 +43,11 @@ class RdmaState(Struct, kw_only=True):
     n: int = 0
 
 
-def _sum(*xs) -> Union[int, None]:
-    vals = [x for x in xs if x is not None]
-    return sum(vals) if vals else None
+def _sum(a: Union[int, None], b: Union[int, None]) -> Union[int, None]:
+    """in + out of a counter pair; None when the device reports neither."""
+    if a is None:
+        return b
+    return a if b is None else a + b
 
 
 def _transition(st: PortState, ev, device: str, port: str, state: str, cfg: DetectorConfig,
@@ -75,7 +77,8 @@ def _transition(st: PortState, ev, device: str, port: str, state: str, cfg: Dete
 
 def on_port(st: PortState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     d = ev.data
-    _transition(st, ev, d.device, d.port, d.oper_status, cfg, out, "oper_status")
+    if d.oper_status != st.status:
+        _transition(st, ev, d.device, d.port, d.oper_status, cfg, out, "oper_status")
     err = _sum(d.in_errors, d.out_errors)
     disc = _sum(d.in_discards, d.out_discards)
     subj = None
@@ -111,6 +114,10 @@ def on_link(st: PortState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     st.ts = ev.ts
 
 
+#: watched counter -> its group: 0 link errors, 1 retransmits/timeouts, 2 congestion marks
+_GROUP = {**{k: 0 for k in RDMA_LINK_ERR}, **{k: 1 for k in RDMA_RETRANS}, **{k: 2 for k in RDMA_CNP}}
+
+
 def on_rdma(st: RdmaState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     d = ev.data
     c = d.counters
@@ -122,38 +129,25 @@ def on_rdma(st: RdmaState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     if first or dt <= 0:
         return
     subj = f"rdma:{ev.node}/{d.device}/{d.port}"
-    base = {"device": d.device, "port": d.port}
-    # hard link drop
     pg = prev.get
-    cg = c.get
-    ld = delta(pg("link_downed"), cg("link_downed"))
+    # hard link drop
+    ld = delta(pg("link_downed"), c.get("link_downed"))
     if ld > 0:
         out.append(make("rdma_link_downed", subj, ev, "net", "critical",
                         f"{ev.node} {d.device}/{d.port}: link downed x{ld}",
-                        category="network_link", score=0.8, data={**base, "new": ld}))
-    le = rt_n = cn_n = 0
-    for k in RDMA_LINK_ERR:
-        v = cg(k)
-        if v is not None:
-            pv = pg(k)
-            if pv is not None and v != pv:
-                le += v - pv if v > pv else v
+                        category="network_link", score=0.8, data={"device": d.device, "port": d.port, "new": ld}))
+    # growth per group over the watched counters this device reports (a reset counts from 0)
+    grown = [0, 0, 0]
+    for k in c.keys() & _GROUP.keys():
+        v = c[k]
+        pv = pg(k)
+        if pv is not None and v != pv:
+            grown[_GROUP[k]] += v - pv if v > pv else v
+    le, rt_n, cn_n = grown
     if le >= cfg.rdma_err_burst:
         out.append(make("rdma_link_errors", subj, ev, "net", "warning",
                         f"{ev.node} {d.device}/{d.port}: +{le} physical link errors in {dt:.0f} s",
-                        category="network_link", score=0.5, data={**base, "new": le}))
-    for k in RDMA_RETRANS:
-        v = cg(k)
-        if v is not None:
-            pv = pg(k)
-            if pv is not None and v != pv:
-                rt_n += v - pv if v > pv else v
-    for k in RDMA_CNP:
-        v = cg(k)
-        if v is not None:
-            pv = pg(k)
-            if pv is not None and v != pv:
-                cn_n += v - pv if v > pv else v
+                        category="network_link", score=0.5, data={"device": d.device, "port": d.port, "new": le}))
     rt = rt_n / dt
     cn = cn_n / dt
     st.n += 1
@@ -168,7 +162,7 @@ def on_rdma(st: RdmaState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
             out.append(make("rdma_congestion", subj, ev, "net", "warning",
                             f"{ev.node} {d.device}/{d.port}: {surge[0]} surge {surge[1]:.0f}/s (baseline {surge[2]:.0f}/s)",
                             category="network_congestion", score=0.6,
-                            data={**base, "what": surge[0], "rate": round(surge[1], 1), "baseline": round(surge[2], 1)}))
+                            data={"device": d.device, "port": d.port, "what": surge[0], "rate": round(surge[1], 1), "baseline": round(surge[2], 1)}))
         return  # do not learn the anomaly into the baseline
     st.surging = False
     st.retrans_base = rt if st.retrans_base < 0 else st.retrans_base + 0.1 * (rt - st.retrans_base)
