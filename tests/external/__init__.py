@@ -1,0 +1,1 @@
+"""Out-of-simulator scenarios: hand-written contract events for the attribution tests."""

@@ -1,0 +1,777 @@
+"""Failure stories of GPU training, written by hand as contract events (no simulator).
+
+Each scenario function returns ``(events, expectations)``; an ``Expect`` names one job
+attempt's interruption (or ``incident=False`` for an attempt that must not raise one).
+Names, sizes, timings, sampling intervals, rank layouts and missing layers differ from
+the simulator on purpose. The expected root cause follows the contract
+(shared/spec/events.md): the earliest fault on the job's path that explains the symptom.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .builder import HOUR, MIN, SEC, Story, child_failed, nccl_watchdog, traceback
+
+DAY = 24 * HOUR
+
+
+@dataclass
+class Expect:
+    job: str
+    attempt: int = 0
+    incident: bool = True
+    category: str | None = None
+    component: str | None = None
+    categories: tuple[str, ...] = ()          # any of these (when the story is ambiguous by design)
+    symptom_starts: str | None = None
+    symptom_not_on: str | None = None         # the node that shows the symptom is not this one
+    ruled_out: set[str] = field(default_factory=set)
+    not_ruled_out: set[str] = field(default_factory=set)
+    ckpt_step: int | None = -1                # -1: not checked; None: no checkpoint
+    lost_gpu_hours: float | None = None
+    retry_same_nodes: bool | None = None
+
+
+SCENARIOS: dict[str, Callable[[], tuple[list[dict], list[Expect]]]] = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def _gh(gpus: int, ms: int) -> float:
+    return gpus * ms / 3_600_000
+
+
+# ---------------------------------------------------------------------------------------------
+@scenario
+def nccl_timeout_flapping_rail_port_on_other_node():
+    """Two DGX nodes, two rails each. The rail-B leaf port facing dgx-b12 flaps (SNMP traps,
+    switch-keyed); every rank on the healthy dgx-b07 prints the NCCL watchdog first. The
+    job is retried elsewhere and completes."""
+    s = Story("flap")
+    nodes = ["dgx-b07", "dgx-b12", "dgx-b15"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "tor-r3a", f"swp{7 + i}", "rail-a"), ("mlx5_1", "tor-r3b", f"swp{7 + i}", "rail-b")],
+                 [("/home", "nfs", "home-filer"), ("/scratch", "weka", "weka-cl1")])
+        s.stack(n, driver="550.54.15", cuda="12.4", nccl="2.20.5", ofed="24.01-0.3.3")
+    a = s.run("884213", 0, nodes[:2], 8, 0, 51 * MIN, "failed", exit_code=1)
+    step = s.heartbeat(a, 30 * SEC, 20 * MIN, 30 * SEC)
+    s.ckpt(a, 20 * MIN + 40 * SEC, step, "/scratch/ckpt/884213/step_%d" % step)
+    s.heartbeat(a, 21 * MIN, 39 * MIN + 30 * SEC, 30 * SEC, step0=step)
+    # the flap: errors, then down/up three times on rail B in front of dgx-b12
+    for k, t in enumerate((38 * MIN, 38 * MIN + 50 * SEC, 39 * MIN + 35 * SEC)):
+        s.link("tor-r3b", "swp8", t, "down")
+        s.link("tor-r3b", "swp8", t + 12 * SEC, "up")
+    for n, sw in ((nodes[0], "tor-r3a"), (nodes[0], "tor-r3b"), (nodes[1], "tor-r3a"), (nodes[2], "tor-r3a"),
+                  (nodes[2], "tor-r3b")):
+        s.switch_port(sw, f"swp{7 + nodes.index(n)}", -10 * MIN, 90 * MIN, 60 * SEC, noise_errors=1)
+    s.switch_port("tor-r3b", "swp8", -10 * MIN, 90 * MIN, 60 * SEC,
+                  tweak=lambda t: {"in_errors": 4000 + (t // MIN) * 50} if t >= 37 * MIN else None)
+    for n in nodes:
+        s.gpus(n, 8, -10 * MIN, 90 * MIN, 30 * SEC)
+        s.mount(n, "/scratch", -10 * MIN, 90 * MIN, 60 * SEC, fs="wekafs")
+        s.bmc(n, -10 * MIN, 90 * MIN, 120 * SEC)
+    for r in range(8):
+        s.say(a, 49 * MIN + 40 * SEC + r * 90, nccl_watchdog(r, timeout_ms=600_000), rank=r)
+    for r in range(8, 16):
+        s.say(a, 49 * MIN + 42 * SEC + r * 90, nccl_watchdog(r, timeout_ms=600_000), rank=r)
+    s.say(a, 50 * MIN + 30 * SEC, child_failed(0, nodes[0]), rank=0)
+    b = s.run("884213", 1, [nodes[0], nodes[2]], 8, 55 * MIN, 88 * MIN, "completed", exit_code=0)
+    s.heartbeat(b, 56 * MIN, 87 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("884213", category="network_link", component="port:tor-r3b/swp8",
+                                symptom_starts="nccl_timeout on rank 0", symptom_not_on="dgx-b12",
+                                ruled_out={"gpu", "hw", "storage"}, not_ruled_out={"net"}, ckpt_step=step,
+                                lost_gpu_hours=_gh(16, 51 * MIN - (20 * MIN + 40 * SEC)), retry_same_nodes=False),
+                         Expect("884213", attempt=1, incident=False)]
+
+
+@scenario
+def rdma_congestion_on_shared_spine_segment():
+    """A 16-node job (128 GPUs) shares a spine group with another tenant's all-to-all.
+    CNP/ECN storms and ACK timeouts on many HCAs of the segment; the job slows, then one
+    rank reports an IB completion error. No link goes down. Progress only from rank 0;
+    no checkpoints; no BMC or storage telemetry."""
+    s = Story("spine")
+    mine = [f"r04n{i:02d}" for i in range(1, 17)]
+    theirs = [f"r05n{i:02d}" for i in range(1, 5)]
+    for i, n in enumerate(mine + theirs):
+        leaf = "lf-r04-1" if i < 8 else "lf-r04-2" if i < 16 else "lf-r05-1"
+        s.attach(n, [("mlx5_0", leaf, f"Ethernet{i % 8 + 1}", "spine-grp-2")], [])
+        s.stack(n, driver="550.90.07", nccl="2.21.5")
+    a = s.run("3318807", 0, mine, 8, 0, 45 * MIN, "failed", exit_code=1)
+    storm = set(mine[2:12] + theirs[:2])
+
+    def cong(n):
+        def tw(t, c):
+            if n in storm and 28 * MIN <= t <= 60 * MIN:
+                c["np_cnp_sent"] += 6_000 * 20
+                c["np_ecn_marked_roce_packets"] += 9_000 * 20
+                c["local_ack_timeout_err"] += 40 * 20
+        return tw
+    for n in mine + theirs:
+        s.hca(n, "mlx5_0", -15 * MIN, 60 * MIN, 20 * SEC, tweak=cong(n))
+    for n in mine:
+        s.gpus(n, 8, -5 * MIN, 60 * MIN, 60 * SEC)
+    s.heartbeat(a, 15 * SEC, 27 * MIN, 15 * SEC, ranks="zero", step_time=1.0, steps_per_beat=15)
+    s.heartbeat(a, 27 * MIN + 15 * SEC, 43 * MIN, 15 * SEC, ranks="zero", step_time=2.4, steps_per_beat=6, step0=27 * 60)
+    s.say(a, 43 * MIN + 50 * SEC, "r04n07:88213:88390 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+          "from peer 10.12.4.9<52044> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.12.4.7 "
+          "remoteGids::ffff:10.12.4.9", rank=51)
+    s.say(a, 43 * MIN + 51 * SEC, "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+          "remote process exited or there was a network error, NCCL version 2.21.5\nncclRemoteError: A call failed "
+          "possibly due to a network error or a remote process exiting prematurely.", rank=51)
+    return s.arrival(), [Expect("3318807", category="network_congestion", component="segment:spine-grp-2",
+                                ruled_out={"gpu"}, not_ruled_out={"hw", "storage", "net"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(128, 45 * MIN))]
+
+
+@scenario
+def nfs_latency_spike_checkpoint_fails_then_hang():
+    """The checkpoint filer slows down (latency 2 ms -> seconds); a checkpoint write fails
+    with EIO, the next one hangs, the job makes no more progress and the user cancels it
+    half an hour later. The home filer stays fast."""
+    s = Story("nfs")
+    nodes = ["gpu-nfs-01", "gpu-nfs-02"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("ib0", "ib-leaf-07", f"{i + 1}/1", "ib-pod-1")],
+                 [("/mnt/ckpt", "nfs", "filer-02"), ("/home", "nfs", "filer-01")])
+        s.stack(n, driver="535.183.01", nccl="2.18.3")
+    a = s.run("train-4471", 0, nodes, 4, 0, 70 * MIN, "cancelled", exit_code=None, signal=15)
+    steps = []
+    st = 0
+    for k in range(3):
+        st = s.heartbeat(a, k * 10 * MIN + 20 * SEC, (k + 1) * 10 * MIN - 20 * SEC, 20 * SEC, step0=st)
+        if k < 2:
+            s.ckpt(a, (k + 1) * 10 * MIN, st, f"/mnt/ckpt/train-4471/step_{st:07d}.pt")
+            steps.append(st)
+    s.ckpt(a, 30 * MIN + 50 * SEC, st, f"/mnt/ckpt/train-4471/step_{st:07d}.pt", "failed",
+           error="OSError: [Errno 5] Input/output error", start_offset=50 * SEC)
+    st = s.heartbeat(a, 31 * MIN, 32 * MIN, 20 * SEC, step0=st)
+    last_prog = 32 * MIN
+    s.ckpt(a, 32 * MIN + 10 * SEC, st, f"/mnt/ckpt/train-4471/step_{st:07d}.pt", "started")
+    s.say(a, 29 * MIN, "nfs: server filer-02 not responding, still trying", node=nodes[1], stream="kernel")
+    s.say(a, 36 * MIN, "INFO: task pt_main_thread:51231 blocked for more than 122 seconds.", node=nodes[0], stream="kernel")
+
+    def slow(t):
+        if t >= 26 * MIN:
+            return {"write_lat_ms": 2_500.0 + (t % 7) * 300, "read_lat_ms": 900.0, "write_mbps": 3.0, "read_mbps": 5.0}
+        return None
+    for n in nodes:
+        s.mount(n, "/mnt/ckpt", -20 * MIN, 75 * MIN, 30 * SEC, tweak=slow)
+        s.mount(n, "/home", -20 * MIN, 75 * MIN, 30 * SEC)
+        s.gpus(n, 4, -20 * MIN, 75 * MIN, 15 * SEC,
+               tweak=lambda t, g: {"util_pct": 0.0} if t > 32 * MIN else None)
+        s.bmc(n, -20 * MIN, 75 * MIN, 60 * SEC)
+    for i in range(2):
+        s.switch_port("ib-leaf-07", f"{i + 1}/1", -20 * MIN, 75 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("train-4471", category="storage_slow", component="path:/mnt/ckpt",
+                                ruled_out={"gpu", "net", "hw"}, not_ruled_out={"storage"}, ckpt_step=steps[-1],
+                                lost_gpu_hours=_gh(8, last_prog - 20 * MIN))]
+
+
+@scenario
+def enospc_on_lustre_checkpoint_k8s():
+    """A Kubernetes job (pod-style node and job names) checkpoints to a Lustre scratch that
+    fills up; the write fails with ENOSPC and rank 0 dies with the OSError. No BMC data."""
+    s = Story("enospc")
+    nodes = ["gke-a3-mega-pool-7f3c9b21-x2lq", "gke-a3-mega-pool-7f3c9b21-9wzd"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [(f"eth{k + 1}", f"gcp-rail{k}", f"{n[-4:]}-p{k}", f"a3-block-{k}") for k in range(2)],
+                 [("/lustre/scratch", "lustre", "10.3.0.2@tcp")])
+        s.stack(n, driver="550.90.07", cuda="12.4", image="us-docker.pkg.dev/llm/train:2026.02.1")
+    job = "llm-sft-27b-5f8kq"
+    a = s.run(job, 0, nodes, 8, 0, 46 * MIN + 20 * SEC, "failed", exit_code=1,
+              image="us-docker.pkg.dev/llm/train:2026.02.1", source="kube-apiserver")
+    st = 0
+    good = 0
+    for k in range(3):
+        st = s.heartbeat(a, k * 15 * MIN + 10 * SEC, (k + 1) * 15 * MIN - 10 * SEC, 10 * SEC, step0=st, ranks="all")
+        if k < 2:
+            s.ckpt(a, (k + 1) * 15 * MIN, st, f"/lustre/scratch/{job}/ckpt-{st}")
+            good = st
+            good_ts = (k + 1) * 15 * MIN
+    s.ckpt(a, 45 * MIN + 40 * SEC, st, f"/lustre/scratch/{job}/ckpt-{st}", "failed",
+           error="[Errno 28] No space left on device: '/lustre/scratch/%s/ckpt-%d/__3_0.distcp'" % (job, st))
+    s.say(a, 45 * MIN + 41 * SEC, traceback("OSError: [Errno 28] No space left on device"), rank=0)
+    for n in nodes:
+        s.mount(n, "/lustre/scratch", -10 * MIN, 50 * MIN, 45 * SEC, fs="lustre",
+                tweak=lambda t: {"used_pct": min(99.7, 91.0 + t / MIN * 0.2)})
+        s.gpus(n, 8, -10 * MIN, 50 * MIN, 20 * SEC)
+        for k in range(2):
+            s.switch_port(f"gcp-rail{k}", f"{n[-4:]}-p{k}", -10 * MIN, 50 * MIN, 60 * SEC)
+    return s.arrival(), [Expect(job, category="storage_full", component="path:/lustre/scratch",
+                                ruled_out={"gpu", "net"}, not_ruled_out={"hw", "storage"}, ckpt_step=good,
+                                lost_gpu_hours=_gh(16, 46 * MIN + 20 * SEC - good_ts))]
+
+
+@scenario
+def xid79_on_16_node_job_round_robin_ranks():
+    """GPU 5 of hgx-c11 falls off the bus in a 16-node job whose ranks are placed round
+    robin. Every surviving rank times out ten minutes later; a rank on another node prints
+    first. No storage telemetry."""
+    s = Story("xid79")
+    nodes = [f"hgx-c{i:02d}" for i in range(1, 17)]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", f"leaf-{i // 8}", f"Eth1/{i % 8 + 1}", f"su-{i // 8}")], [("/nfs/ckpt", "nfs", "nas-7")])
+        s.stack(n, driver="550.54.15", cuda="12.4")
+    a = s.run("5512093", 0, nodes, 8, 0, 63 * MIN, "failed", exit_code=1, layout="roundrobin")
+    st = s.heartbeat(a, 20 * SEC, 20 * MIN, 60 * SEC, ranks="zero")
+    s.ckpt(a, 20 * MIN + 30 * SEC, st, "/nfs/ckpt/5512093/iter_%07d" % st)
+    st = s.heartbeat(a, 21 * MIN, 40 * MIN, 60 * SEC, ranks="zero", step0=st)
+    s.ckpt(a, 40 * MIN + 30 * SEC, st, "/nfs/ckpt/5512093/iter_%07d" % st)
+    good = st
+    s.heartbeat(a, 41 * MIN, 52 * MIN, 60 * SEC, ranks="zero", step0=st)
+    bad = "hgx-c11"
+    s.xid(bad, 52 * MIN + 20 * SEC, 5, 79, "GPU has fallen off the bus.", pci="0000:c1:00")
+    s.say(a, 52 * MIN + 20 * SEC, "NVRM: GPU 0000:c1:00.0: GPU has fallen off the bus.", node=bad, stream="kernel")
+    # ranks on the bad GPU's node never print; the first to print sits on hgx-c04
+    order = [3] + [r for r in range(128) if r != 3 and a.ranks[str(r)] != bad]
+    for k, r in enumerate(order):
+        s.say(a, 62 * MIN + 25 * SEC + k * 40, nccl_watchdog(r, seq=88_104, op="ALLREDUCE", timeout_ms=600_000), rank=r)
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 65 * MIN, 60 * SEC,
+               tweak=(lambda t, g: {"util_pct": 0.0, "power_w": 0.0} if t > 52 * MIN and g == 5 else None) if n == bad else None)
+        s.bmc(n, -5 * MIN, 65 * MIN, 300 * SEC)
+    for i, n in enumerate(nodes):
+        s.switch_port(f"leaf-{i // 8}", f"Eth1/{i % 8 + 1}", -5 * MIN, 65 * MIN, 120 * SEC)
+    return s.arrival(), [Expect("5512093", category="gpu_hardware", component=f"gpu:{bad}/5",
+                                symptom_starts="nccl_timeout on rank 3", symptom_not_on=bad,
+                                ruled_out={"net", "hw"}, not_ruled_out={"storage"}, ckpt_step=good,
+                                lost_gpu_hours=_gh(128, 63 * MIN - (40 * MIN + 30 * SEC)))]
+
+
+@scenario
+def xid48_double_bit_ecc():
+    """An uncorrectable (double-bit) ECC error on GPU 2 of the second node: DBE counter,
+    XID 48, and the CUDA error on the rank that used it."""
+    s = Story("dbe")
+    nodes = ["sjc2-gpu-114", "sjc2-gpu-115"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_2", "sjc2-t1-sw04", f"1/1/{i + 33}", "sjc2-pod1")], [("/data", "vast", "vast-01")])
+        s.stack(n, driver="535.161.08", cuda="12.2")
+    a = s.run("70021", 0, nodes, 8, 0, 34 * MIN, "failed", exit_code=1)
+    st = s.heartbeat(a, 30 * SEC, 25 * MIN, 30 * SEC)
+    s.ckpt(a, 25 * MIN + 30 * SEC, st, f"/data/ckpt/70021/{st}")
+    s.heartbeat(a, 26 * MIN, 32 * MIN + 30 * SEC, 30 * SEC, step0=st)
+    bad = nodes[1]
+    s.xid(bad, 33 * MIN + 2 * SEC, 2, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 3, subpartition 1.")
+    s.say(a, 33 * MIN + 3 * SEC, traceback("RuntimeError: CUDA error: uncorrectable ECC error encountered\nCUDA kernel errors "
+                                           "might be asynchronously reported at some other API call."), rank=10)
+    s.say(a, 33 * MIN + 40 * SEC, child_failed(10, bad), rank=0)
+    for n in nodes:
+        s.gpus(n, 8, -10 * MIN, 36 * MIN, 10 * SEC,
+               tweak=(lambda t, g: {"ecc_dbe": 1} if g == 2 and t >= 33 * MIN else None) if n == bad else None)
+        s.bmc(n, -10 * MIN, 36 * MIN, 60 * SEC)
+        s.mount(n, "/data", -10 * MIN, 36 * MIN, 60 * SEC, fs="nfs3")
+    for i in range(2):
+        s.switch_port("sjc2-t1-sw04", f"1/1/{i + 33}", -10 * MIN, 36 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("70021", category="gpu_hardware", component=f"gpu:{bad}/2",
+                                ruled_out={"net", "hw", "storage"}, ckpt_step=st,
+                                lost_gpu_hours=_gh(16, 34 * MIN - (25 * MIN + 30 * SEC)))]
+
+
+@scenario
+def user_illegal_address_then_xid31_xid43():
+    """A user's custom CUDA kernel indexes out of bounds: XID 31 (MMU fault) on that GPU, the
+    illegal-address error in the rank, then XID 43 when the process is torn down. NVIDIA
+    lists both XIDs as possibly user-caused; every other layer is clean."""
+    s = Story("xid31")
+    nodes = ["a100-x01", "a100-x02"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "x-leaf", f"swp{i + 1}", "x-pod")], [("/ckpt", "nfs", "x-nas")])
+        s.stack(n, driver="550.54.15", cuda="12.4")
+    a = s.run("91377", 0, nodes, 4, 0, 12 * MIN + 40 * SEC, "failed", exit_code=1)
+    s.heartbeat(a, 20 * SEC, 11 * MIN + 40 * SEC, 20 * SEC)
+    s.xid(nodes[1], 12 * MIN, 1, 31, "Ch 00000010, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ "
+          "0x7f2c_9c000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ", pid=40212)
+    s.say(a, 12 * MIN + 300, traceback("RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel "
+                                       "errors might be asynchronously reported at some other API call.",
+                                       ("train.py", "ops/fused_rope.py")), rank=5)
+    s.xid(nodes[1], 12 * MIN + 5 * SEC, 1, 43, "Ch 00000018", pid=40212)
+    for r in (0, 1, 2, 3):
+        s.say(a, 12 * MIN + 10 * SEC + r * 100, "[E ProcessGroupNCCL.cpp:1182] NCCL communicator was aborted on rank %d." % r, rank=r)
+    for n in nodes:
+        s.gpus(n, 4, -5 * MIN, 14 * MIN, 15 * SEC)
+        s.bmc(n, -5 * MIN, 14 * MIN, 60 * SEC)
+        s.mount(n, "/ckpt", -5 * MIN, 14 * MIN, 30 * SEC)
+        s.switch_port("x-leaf", f"swp{nodes.index(n) + 1}", -5 * MIN, 14 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("91377", category="application", component="job:91377",
+                                ruled_out={"net", "hw", "storage"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(8, 12 * MIN + 40 * SEC))]
+
+
+@scenario
+def cuda_oom_by_user_batch_size():
+    """The user doubled the micro-batch: rank 6 (GPU 2 of the second node) hits CUDA OOM on
+    the first step after warm-up. Infrastructure healthy."""
+    s = Story("oom")
+    nodes = ["h100-k8s-0", "h100-k8s-1"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("ens7f0np0", "spine-less-sw1", f"ethernet1/{i + 5}", None)], [("/workspace", "nfs", "nfs-ws")])
+        s.stack(n, driver="550.90.07")
+    a = s.run("ft-mistral-q8x", 0, nodes, 4, 0, 6 * MIN, "failed", exit_code=1, source="kubeflow")
+    s.heartbeat(a, 30 * SEC, 5 * MIN, 15 * SEC, ranks="all")
+    s.say(a, 5 * MIN + 20 * SEC, traceback("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 2 has a "
+                                           "total capacity of 79.11 GiB of which 1.19 GiB is free. Including non-PyTorch "
+                                           "memory, this process has 77.90 GiB memory in use."), rank=6)
+    s.say(a, 5 * MIN + 50 * SEC, child_failed(6, nodes[1]), rank=0)
+    for n in nodes:
+        s.gpus(n, 4, -3 * MIN, 7 * MIN, 5 * SEC,
+               tweak=(lambda t, g: {"mem_used_mib": 80_900.0} if g == 2 and 5 * MIN <= t <= 5 * MIN + 20 * SEC else None)
+               if n == nodes[1] else None, total_mib=81_559.0)
+        s.switch_port("spine-less-sw1", f"ethernet1/{nodes.index(n) + 5}", -3 * MIN, 7 * MIN, 30 * SEC)
+        s.mount(n, "/workspace", -3 * MIN, 7 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("ft-mistral-q8x", category="gpu_oom", component="gpu:h100-k8s-1/2",
+                                ruled_out={"net", "storage"}, not_ruled_out={"hw"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(8, 6 * MIN))]
+
+
+@scenario
+def host_oom_killer_on_one_node():
+    """A dataloader leak: the kernel OOM killer kills a rank on the second node; the others
+    see the remote process exit."""
+    s = Story("hostoom")
+    nodes = ["ip-10-0-3-21", "ip-10-0-3-57"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [(f"rdmap{k}s0", f"efa-sw{k}", f"{n}-{k}", "efa-spine") for k in range(2)], [("/fsx", "lustre", "fsx-01")])
+        s.stack(n, driver="550.54.15")
+    a = s.run("1188", 0, nodes, 8, 0, 20 * MIN + 30 * SEC, "failed", exit_code=137, signal=9)
+    st = s.heartbeat(a, 30 * SEC, 10 * MIN, 30 * SEC)
+    s.ckpt(a, 10 * MIN + 20 * SEC, st, "/fsx/ckpt/1188/step%d" % st)
+    s.heartbeat(a, 11 * MIN, 19 * MIN + 30 * SEC, 30 * SEC, step0=st)
+    s.say(a, 19 * MIN + 50 * SEC, "Out of memory: Killed process 77121 (pt_main_thread) total-vm:412334112kB, "
+          "anon-rss:391122004kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:790012kB oom_score_adj:0",
+          node=nodes[1], stream="kernel")
+    for r in range(8):
+        s.say(a, 20 * MIN + 2 * SEC + r * 50, "[Rank %d] NCCL WARN NET/OFI Request completed with error. "
+              "ncclRemoteError: remote process exited or there was a network error" % r, rank=r)
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 22 * MIN, 20 * SEC)
+        s.mount(n, "/fsx", -5 * MIN, 22 * MIN, 60 * SEC, fs="lustre")
+        s.bmc(n, -5 * MIN, 22 * MIN, 60 * SEC)
+        for k in range(2):
+            s.switch_port(f"efa-sw{k}", f"{n}-{k}", -5 * MIN, 22 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("1188", category="host_oom", component="node:ip-10-0-3-57",
+                                ruled_out={"gpu", "net", "storage", "hw"}, ckpt_step=st,
+                                lost_gpu_hours=_gh(16, 20 * MIN + 30 * SEC - (10 * MIN + 20 * SEC)))]
+
+
+@scenario
+def driver_upgrade_breaks_several_jobs():
+    """A driver upgrade is rolled to six nodes; a job before it ran fine on the same nodes.
+    Three jobs started after it die the same way (GSP RPC timeout, then a launch failure) on
+    upgraded nodes, while the rest of the stack is healthy: a real change regression."""
+    s = Story("drvup")
+    nodes = [f"a100-n{i:02d}" for i in range(1, 7)]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "leaf-a", f"swp{i + 1}", "pod-a")], [("/ckpt", "nfs", "nas-a")])
+        s.stack(n, -3 * HOUR, driver="535.183.01", cuda="12.2", nccl="2.19.3")
+    ok = s.run("50001", 0, nodes[:2], 8, -2 * HOUR, -70 * MIN, "completed", exit_code=0)
+    s.heartbeat(ok, -2 * HOUR + 30 * SEC, -71 * MIN, 60 * SEC, ranks="zero")
+    for k, n in enumerate(nodes):
+        s.change(n, -60 * MIN + k * 45 * SEC, "driver", "535.183.01", "550.90.07", ticket="CHG-7781")
+        s.stack(n, -59 * MIN + k * 45 * SEC, driver="550.90.07", cuda="12.4", nccl="2.19.3")
+    exp = []
+    for j, (job, ns, start, fail) in enumerate((("50002", nodes[0:2], 0, 14 * MIN), ("50003", nodes[2:4], 5 * MIN, 31 * MIN),
+                                                 ("50004", nodes[4:5], 10 * MIN, 40 * MIN))):
+        a = s.run(job, 0, ns, 8, start, fail + 40 * SEC, "failed", exit_code=1)
+        s.heartbeat(a, start + 30 * SEC, fail - 30 * SEC, 30 * SEC, ranks="zero")
+        bad = ns[-1]
+        g = 3 + j
+        s.xid(bad, fail, g, 119, "Timeout after 6s of waiting for RPC response from GPU%d GSP! Expected function 76 "
+              "(GSP_RM_CONTROL) (0x20800a4c 0x4)." % g)
+        s.say(a, fail + 2 * SEC, traceback("RuntimeError: CUDA error: unspecified launch failure"), rank=a.rank_of(bad, g))
+        exp.append(Expect(job, category="change_regression", component="version:driver=550.90.07",
+                          ruled_out={"net", "storage", "hw"}, ckpt_step=None,
+                          lost_gpu_hours=_gh(a.gpus, fail + 40 * SEC - start)))
+    for n in nodes:
+        s.gpus(n, 8, -2 * HOUR, 45 * MIN, 60 * SEC)
+        s.bmc(n, -2 * HOUR, 45 * MIN, 300 * SEC)
+        s.mount(n, "/ckpt", -2 * HOUR, 45 * MIN, 120 * SEC)
+        s.switch_port("leaf-a", f"swp{nodes.index(n) + 1}", -2 * HOUR, 45 * MIN, 60 * SEC)
+    return s.arrival(), exp + [Expect("50001", incident=False)]
+
+
+@scenario
+def old_driver_node_without_change_event():
+    """One node of a 4-node job still runs an older driver (it was never upgraded; there is
+    no change event). Its ranks fail at start with the CUDA 'driver too old' error. This is
+    a version mismatch inside the job (driver_software on that node), not a change
+    regression. A single-node job on the same old node that fails with a user bug is an
+    application error."""
+    s = Story("olddrv")
+    nodes = ["node-0a1", "node-0a2", "node-0a3", "node-0a4"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "leaf-0a", f"p{i}", "pod-0a")], [("/ckpt", "nfs", "nas-0")])
+        if n == "node-0a3":
+            s.stack(n, driver="535.104.05", cuda="12.2")
+            s.stack(n, -20 * MIN, driver="535.104.05", cuda="12.2")
+        else:
+            s.stack(n, driver="550.90.07", cuda="12.4")
+    a = s.run("7700", 0, nodes, 8, 0, 2 * MIN, "failed", exit_code=1)
+    for r in a.ranks_on("node-0a3"):
+        s.say(a, 50 * SEC + r * 30, traceback("RuntimeError: The NVIDIA driver on your system is too old (found version "
+                                               "12020). Please update your GPU driver by downloading and installing a new "
+                                               "version from the URL: http://www.nvidia.com/Download/index.aspx"), rank=r)
+    b = s.run("7701", 0, ["node-0a3"], 8, 10 * MIN, 25 * MIN, "failed", exit_code=1)
+    s.heartbeat(b, 10 * MIN + 30 * SEC, 24 * MIN, 30 * SEC, ranks="zero")
+    s.say(b, 24 * MIN + 30 * SEC, traceback("ValueError: too many values to unpack (expected 2)"), rank=0)
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 27 * MIN, 30 * SEC)
+        s.bmc(n, -5 * MIN, 27 * MIN, 60 * SEC)
+        s.switch_port("leaf-0a", f"p{nodes.index(n)}", -5 * MIN, 27 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("7700", category="driver_software", component="node:node-0a3", ckpt_step=None,
+                                lost_gpu_hours=_gh(32, 2 * MIN)),
+                         Expect("7701", category="application", component="job:7701", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw"}, lost_gpu_hours=_gh(8, 15 * MIN))]
+
+
+@scenario
+def preempted_by_higher_priority_job():
+    """Preemption: the scheduler requeues the job for a higher-priority one; ranks get SIGTERM."""
+    s = Story("preempt")
+    nodes = ["cn-101", "cn-102"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "ib-sw-3", str(i + 11), "ib-3")], [("/gpfs/proj", "gpfs", "gpfs-c")])
+        s.stack(n, driver="550.54.15")
+    a = s.run("2044718", 0, nodes, 8, 0, 50 * MIN, "preempted", exit_code=None, signal=15,
+              reason="Preempted by job 2044902 (QOS premium)")
+    st = 0
+    last = 0
+    for k in range(3):
+        st = s.heartbeat(a, k * 15 * MIN + 30 * SEC, (k + 1) * 15 * MIN, 30 * SEC, step0=st, ranks="zero")
+        s.ckpt(a, (k + 1) * 15 * MIN + 30 * SEC, st, f"/gpfs/proj/ckpt/{st}")
+        last = st
+    s.heartbeat(a, 46 * MIN, 49 * MIN + 50 * SEC, 30 * SEC, step0=st, ranks="zero")
+    s.say(a, 50 * MIN - 200, "slurmstepd: error: *** STEP 2044718.0 ON cn-101 CANCELLED AT 2026-03-03T12:50:00 DUE TO "
+          "PREEMPTION ***", node="cn-101")
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 52 * MIN, 30 * SEC)
+        s.bmc(n, -5 * MIN, 52 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("2044718", category="scheduler", component="job:2044718", ckpt_step=last,
+                                lost_gpu_hours=_gh(16, 50 * MIN - (45 * MIN + 30 * SEC)))]
+
+
+@scenario
+def node_fail_after_psu_loss():
+    """The second node loses both PSU inputs: the BMC logs it, the node goes silent, the
+    scheduler marks it down and ends the job NODE_FAIL."""
+    s = Story("psu")
+    nodes = ["gpu-r7-03", "gpu-r7-04"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "r7-leaf", f"swp{i + 3}", "r7")], [("/ckpt", "nfs", "nas-r7")])
+        s.stack(n, driver="550.54.15")
+    a = s.run("613", 0, nodes, 8, 0, 36 * MIN, "node_fail", exit_code=None)
+    st = s.heartbeat(a, 30 * SEC, 20 * MIN, 30 * SEC)
+    s.ckpt(a, 20 * MIN + 10 * SEC, st, f"/ckpt/613/{st}")
+    s.heartbeat(a, 21 * MIN, 29 * MIN + 30 * SEC, 30 * SEC, step0=st)
+    bad = nodes[1]
+    s.sel(bad, 29 * MIN + 50 * SEC, "critical", "Power Supply", "Power Supply PSU1 input lost (AC/DC)", "PSU0042")
+    s.sel(bad, 29 * MIN + 52 * SEC, "critical", "Power Supply", "Power Supply PSU2 input lost (AC/DC)", "PSU0042")
+    s.node_state(bad, 35 * MIN, "down", "Not responding")
+    s.say(a, 35 * MIN + 30 * SEC, "srun: error: Node failure on gpu-r7-04", node=nodes[0])
+    for n in nodes:
+        until = 30 * MIN if n == bad else 38 * MIN
+        s.gpus(n, 8, -5 * MIN, until, 30 * SEC)
+        s.bmc(n, -5 * MIN, until, 60 * SEC)
+        s.switch_port("r7-leaf", f"swp{nodes.index(n) + 3}", -5 * MIN, 38 * MIN, 60 * SEC,
+                      tweak=(lambda t: {"oper_status": "down"} if t > 30 * MIN else None) if n == bad else None)
+    return s.arrival(), [Expect("613", category="node_hardware", component="node:gpu-r7-04", ckpt_step=st,
+                                ruled_out={"gpu"}, lost_gpu_hours=_gh(16, 36 * MIN - (20 * MIN + 10 * SEC)))]
+
+
+@scenario
+def node_fail_scheduler_only():
+    """NODE_FAIL with no BMC and no node telemetry at all: only the scheduler saw the second
+    node go down. The failed node is named, not the first node of the job."""
+    s = Story("nodefail")
+    nodes = ["tx-gpu-11", "tx-gpu-12"]
+    a = s.run("tx-9001", 0, nodes, 4, 0, 40 * MIN, "node_fail", exit_code=None, reason="NodeFail")
+    s.heartbeat(a, 30 * SEC, 33 * MIN, 30 * SEC, ranks="zero")
+    s.node_state(nodes[1], 39 * MIN, "down", "Not responding")
+    s.say(a, 39 * MIN + 30 * SEC, "srun: error: Node failure on tx-gpu-12", node=nodes[0])
+    return s.arrival(), [Expect("tx-9001", category="node_hardware", component="node:tx-gpu-12", ckpt_step=None,
+                                not_ruled_out={"gpu", "hw", "net", "storage"}, lost_gpu_hours=_gh(8, 40 * MIN))]
+
+
+@scenario
+def thermal_throttle_straggler_hits_time_limit():
+    """GPU 6 of the first node overheats (a failed fan wall): hardware thermal slowdown for an
+    hour, its rank becomes a straggler, the whole synchronous job slows and reaches its time
+    limit before finishing."""
+    s = Story("thermal")
+    nodes = ["dc3-gpu-41", "dc3-gpu-42"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "dc3-leaf", f"Eth{i + 41}", "dc3")], [("/ckpt", "nfs", "dc3-nas")])
+        s.stack(n, driver="550.54.15")
+    a = s.run("dc3-5501", 0, nodes, 8, 0, 95 * MIN, "timeout", exit_code=None, signal=15,
+              reason="TimeLimit")
+    hot = (nodes[0], 6)
+
+    def rt(r, t):
+        return 3.1 if (r == 6 and t >= 20 * MIN) else 1.2
+    st = s.heartbeat(a, 30 * SEC, 60 * MIN, 30 * SEC, rank_time=rt)
+    s.ckpt(a, 60 * MIN + 30 * SEC, st, f"/ckpt/dc3-5501/{st}")
+    s.heartbeat(a, 61 * MIN, 94 * MIN + 30 * SEC, 30 * SEC, rank_time=rt, step0=st, steps_per_beat=4)
+    s.say(a, 95 * MIN - 500, "slurmstepd: error: *** JOB dc3-5501 ON dc3-gpu-41 CANCELLED AT 2026-03-03T13:35:00 DUE TO "
+          "TIME LIMIT ***", node=nodes[0])
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 96 * MIN, 30 * SEC,
+               tweak=(lambda t, g: {"throttle": ["hw_slowdown", "hw_thermal"], "temp_c": 92.0, "sm_clock_mhz": 810.0}
+                      if g == 6 and t >= 19 * MIN else None) if n == hot[0] else None)
+        s.bmc(n, -5 * MIN, 96 * MIN, 120 * SEC)
+        s.switch_port("dc3-leaf", f"Eth{nodes.index(n) + 41}", -5 * MIN, 96 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("dc3-5501", category="thermal_throttle", component=f"gpu:{hot[0]}/6",
+                                ruled_out={"net"}, ckpt_step=st,
+                                lost_gpu_hours=_gh(16, 95 * MIN - (60 * MIN + 30 * SEC)))]
+
+
+@scenario
+def decoy_alarms_on_nodes_outside_the_job():
+    """XID 79, a PSU alarm and a port down happen on nodes next to the job, not on it. The
+    job dies of a user bug: application, with gpu, net and hw ruled out."""
+    s = Story("decoy")
+    nodes = ["p4d-a", "p4d-b", "p4d-c", "p4d-d"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("efa0", "efa-leaf-9", f"{n}-0", "efa-9")], [("/fsx", "lustre", "fsx-9")])
+        s.stack(n, driver="535.161.08")
+    a = s.run("44120", 0, nodes[:2], 8, 0, 12 * MIN + 30 * SEC, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 11 * MIN + 30 * SEC, 30 * SEC)
+    s.xid("p4d-c", 10 * MIN, 4, 79, "GPU has fallen off the bus.")
+    s.sel("p4d-d", 10 * MIN + 30 * SEC, "critical", "Power Supply", "PSU1 failure detected")
+    s.link("efa-leaf-9", "p4d-d-0", 11 * MIN, "down")
+    s.say(a, 12 * MIN, traceback("ValueError: Expected input batch_size (32) to match target batch_size (64)."), rank=9)
+    s.say(a, 12 * MIN + 20 * SEC, child_failed(9, "p4d-b"), rank=0)
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 14 * MIN, 20 * SEC)
+        s.bmc(n, -5 * MIN, 14 * MIN, 60 * SEC)
+        s.switch_port("efa-leaf-9", f"{n}-0", -5 * MIN, 14 * MIN, 60 * SEC)
+        s.mount(n, "/fsx", -5 * MIN, 14 * MIN, 60 * SEC, fs="lustre")
+    return s.arrival(), [Expect("44120", category="application", component="job:44120",
+                                ruled_out={"gpu", "net", "hw", "storage"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(16, 12 * MIN + 30 * SEC))]
+
+
+@scenario
+def bmc_alarm_outside_the_window():
+    """A memory UE on the node was logged three hours before the job (and repaired); a fan
+    warning comes two hours after it ended. The job itself dies of a KeyError."""
+    s = Story("bmcold")
+    nodes = ["lambda-gpu-3"]
+    s.attach(nodes[0], [("mlx5_0", "lb-sw", "ge-0/0/3", "lb")], [("/home/ubuntu", "ext4", None)])
+    s.stack(nodes[0], -4 * HOUR, driver="550.54.15")
+    s.sel(nodes[0], -3 * HOUR, "critical", "Memory", "Uncorrectable ECC error on DIMM B2")
+    a = s.run("run-17", 0, nodes, 8, 0, 25 * MIN, "failed", exit_code=1)
+    st = s.heartbeat(a, 30 * SEC, 15 * MIN, 60 * SEC, ranks="zero")
+    s.ckpt(a, 15 * MIN + 30 * SEC, st, f"/home/ubuntu/ckpt/{st}")
+    s.heartbeat(a, 16 * MIN, 24 * MIN, 60 * SEC, ranks="zero", step0=st)
+    s.say(a, 24 * MIN + 30 * SEC, traceback("KeyError: 'attention_mask'"), rank=2)
+    s.sel(nodes[0], 2 * HOUR + 25 * MIN, "warning", "Fan", "Fan 4 speed below lower non-critical threshold")
+    s.gpus(nodes[0], 8, -3 * HOUR - 5 * MIN, 27 * MIN, 60 * SEC)
+    s.bmc(nodes[0], -3 * HOUR - 5 * MIN, 27 * MIN, 300 * SEC)
+    return s.arrival(), [Expect("run-17", category="application", component="job:run-17",
+                                ruled_out={"gpu", "hw"}, not_ruled_out={"net", "storage"}, ckpt_step=st,
+                                lost_gpu_hours=_gh(8, 25 * MIN - (15 * MIN + 30 * SEC)))]
+
+
+@scenario
+def healthy_jobs_with_noisy_counters():
+    """Completed jobs and a user cancel during progress: steady corrected-ECC growth, a few
+    port errors per minute, CNP background, GPU memory at 96 %, occasional power capping.
+    No incident."""
+    s = Story("noisy")
+    nodes = ["m1-gpu-01", "m1-gpu-02", "m1-gpu-03"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "m1-leaf", f"swp{i + 1}", "m1")], [("/ckpt", "nfs", "m1-nas")])
+        s.stack(n, driver="550.54.15")
+    a = s.run("8001", 0, nodes[:2], 8, 0, 62 * MIN, "completed", exit_code=0)
+    st = s.heartbeat(a, 30 * SEC, 61 * MIN, 30 * SEC)
+    for k in range(1, 4):
+        s.ckpt(a, k * 20 * MIN + 5 * SEC, st * k // 3, f"/ckpt/8001/{st * k // 3}")
+    b = s.run("8002", 0, nodes[2:], 8, 0, 30 * MIN, "cancelled", exit_code=None, signal=15)
+    s.heartbeat(b, 30 * SEC, 29 * MIN + 40 * SEC, 20 * SEC, ranks="zero")
+    for n in nodes:
+        s.gpus(n, 8, -10 * MIN, 65 * MIN, 20 * SEC, tweak=lambda t, g: {"mem_used_mib": 94_200.0, "ecc_sbe": (t + HOUR) // 2000})
+        s.bmc(n, -10 * MIN, 65 * MIN, 60 * SEC)
+        s.mount(n, "/ckpt", -10 * MIN, 65 * MIN, 30 * SEC)
+        s.hca(n, "mlx5_0", -10 * MIN, 65 * MIN, 30 * SEC)
+        s.switch_port("m1-leaf", f"swp{nodes.index(n) + 1}", -10 * MIN, 65 * MIN, 30 * SEC, noise_errors=6)
+    return s.arrival(), [Expect("8001", incident=False), Expect("8002", incident=False)]
+
+
+@scenario
+def silent_stall_without_any_error():
+    """The job stops making progress; no layer shows anything; the user cancels it 25 min
+    later. Unknown, with every layer ruled out."""
+    s = Story("stall")
+    nodes = ["g-17", "g-18"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "leaf-g", f"swp{i + 17}", "g")], [("/ckpt", "nfs", "nas-g")])
+        s.stack(n, driver="550.54.15", nccl="2.21.5")
+    a = s.run("30303", 0, nodes, 4, 0, 55 * MIN, "cancelled", exit_code=None, signal=15)
+    st = s.heartbeat(a, 20 * SEC, 20 * MIN, 20 * SEC)
+    s.ckpt(a, 20 * MIN + 10 * SEC, st, f"/ckpt/30303/{st}")
+    s.heartbeat(a, 20 * MIN + 20 * SEC, 30 * MIN, 20 * SEC, step0=st)
+    for n in nodes:
+        s.gpus(n, 4, -5 * MIN, 57 * MIN, 15 * SEC, tweak=lambda t, g: {"util_pct": 100.0} if t > 30 * MIN else None)
+        s.bmc(n, -5 * MIN, 57 * MIN, 60 * SEC)
+        s.mount(n, "/ckpt", -5 * MIN, 57 * MIN, 30 * SEC)
+        s.switch_port("leaf-g", f"swp{nodes.index(n) + 17}", -5 * MIN, 57 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("30303", category="unknown", component="job:30303",
+                                ruled_out={"gpu", "net", "storage", "hw"}, ckpt_step=st,
+                                lost_gpu_hours=_gh(8, 30 * MIN - (20 * MIN + 10 * SEC)))]
+
+
+@scenario
+def old_fleet_driver_change_then_user_bug():
+    """The fleet's driver was upgraded five days ago (many jobs ran since); a job now dies of a
+    plain Python bug, and NVIDIA's XID 43 follows when its process is torn down. A change
+    that old does not explain a KeyError: application, not change_regression."""
+    s = Story("oldchange")
+    nodes = ["c-201", "c-202"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "leaf-c2", f"swp{i + 1}", "c2")], [("/ckpt", "nfs", "nas-c")])
+        s.stack(n, -6 * DAY, driver="535.183.01", cuda="12.2")
+        s.change(n, -5 * DAY, "driver", "535.183.01", "550.90.07", ticket="CHG-1")
+        s.stack(n, -5 * DAY + 10 * MIN, driver="550.90.07", cuda="12.4")
+    a = s.run("777", 0, nodes, 8, 0, 15 * MIN + 40 * SEC, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 14 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 15 * MIN, traceback("KeyError: 'input_ids'"), rank=11)
+    s.xid(nodes[1], 15 * MIN + 3 * SEC, 3, 43, "Ch 00000008")
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 17 * MIN, 30 * SEC)
+        s.bmc(n, -5 * MIN, 17 * MIN, 60 * SEC)
+        s.switch_port("leaf-c2", f"swp{nodes.index(n) + 1}", -5 * MIN, 17 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("777", category="application", component="job:777", ruled_out={"net", "hw"},
+                                ckpt_step=None, lost_gpu_hours=_gh(16, 15 * MIN + 40 * SEC))]
+
+
+@scenario
+def recent_nccl_change_but_python_bug():
+    """NCCL was upgraded on the job's nodes an hour before it started; the job dies of a
+    TypeError in the user's collate function. A library upgrade does not raise a TypeError
+    in user code: application."""
+    s = Story("recentchange")
+    nodes = ["e-01", "e-02"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "leaf-e", f"swp{i + 1}", "e")], [])
+        s.stack(n, -3 * HOUR, driver="550.54.15", nccl="2.20.5")
+        s.change(n, -60 * MIN, "nccl", "2.20.5", "2.21.5")
+    a = s.run("e-12", 0, nodes, 4, 0, 8 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 7 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 7 * MIN + 20 * SEC, traceback("TypeError: collate() missing 1 required positional argument: 'pad_id'",
+                                           ("train.py", "data/collate.py")), rank=0)
+    for n in nodes:
+        s.gpus(n, 4, -5 * MIN, 9 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("e-12", category="application", component="job:e-12", ruled_out={"gpu"},
+                                not_ruled_out={"hw", "net", "storage"}, ckpt_step=None, lost_gpu_hours=_gh(8, 8 * MIN))]
+
+
+@scenario
+def inventory_registration_is_not_a_change():
+    """A node joins the pool: its agent reports its stack as inventory.change events with no
+    'from' version (first registration). A job on it later stalls with no error anywhere:
+    unknown, not change_regression."""
+    s = Story("register")
+    nodes = ["k-new-1", "k-new-2"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("eth0", "k-leaf", f"swp{i}", "k")], [("/ckpt", "nfs", "k-nas")])
+        for comp, v in (("driver", "550.90.07"), ("cuda", "12.4"), ("nccl", "2.21.5")):
+            s.change(n, -40 * MIN, comp, None, v, actor="node-agent")
+        s.stack(n, -40 * MIN, driver="550.90.07", cuda="12.4", nccl="2.21.5")
+    a = s.run("k-77", 0, nodes, 8, 0, 50 * MIN, "cancelled", exit_code=None)
+    s.heartbeat(a, 30 * SEC, 18 * MIN, 30 * SEC, ranks="zero")
+    for n in nodes:
+        s.gpus(n, 8, -30 * MIN, 52 * MIN, 30 * SEC)
+        s.bmc(n, -30 * MIN, 52 * MIN, 60 * SEC)
+        s.mount(n, "/ckpt", -30 * MIN, 52 * MIN, 60 * SEC)
+        s.switch_port("k-leaf", f"swp{nodes.index(n)}", -30 * MIN, 52 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("k-77", category="unknown", component="job:k-77", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw", "storage"})]
+
+
+@scenario
+def new_image_on_retry_fails_at_import():
+    """Attempt 0 is preempted; the user resubmits with a new image tag. Attempt 1 dies at
+    import with an undefined symbol in a compiled extension: the image changed between the
+    attempts (change_regression on the image), and attempt 0 is the scheduler's."""
+    s = Story("img")
+    nodes = ["b200-01", "b200-02"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "b-leaf", f"swp{i}", "b")], [("/ckpt", "nfs", "b-nas")])
+        s.stack(n, driver="570.86.10")
+    old, new = "ghcr.io/acme/trainer:1.3.0", "ghcr.io/acme/trainer:1.4.0"
+    a = s.run("acme-3", 0, nodes, 8, 0, 30 * MIN, "preempted", exit_code=None, image=old, reason="Preempted")
+    st = s.heartbeat(a, 30 * SEC, 20 * MIN, 30 * SEC, ranks="zero")
+    s.ckpt(a, 20 * MIN + 20 * SEC, st, f"/ckpt/acme-3/{st}")
+    s.heartbeat(a, 21 * MIN, 29 * MIN + 30 * SEC, 30 * SEC, ranks="zero", step0=st)
+    b = s.run("acme-3", 1, nodes, 8, 40 * MIN, 41 * MIN + 30 * SEC, "failed", exit_code=1, image=new)
+    s.say(b, 41 * MIN, traceback("ImportError: /usr/local/lib/python3.11/site-packages/flash_attn_2_cuda.cpython-311-x86_64-"
+                                 "linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"), rank=0)
+    for n in nodes:
+        s.gpus(n, 8, -5 * MIN, 43 * MIN, 30 * SEC)
+        s.bmc(n, -5 * MIN, 43 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("acme-3", category="scheduler", component="job:acme-3", ckpt_step=st,
+                                lost_gpu_hours=_gh(16, 30 * MIN - (20 * MIN + 20 * SEC)), retry_same_nodes=True),
+                         Expect("acme-3", attempt=1, category="change_regression", component=f"version:image={new}",
+                                ckpt_step=None, lost_gpu_hours=_gh(16, 90 * SEC))]
+
+
+@scenario
+def lustre_client_evicted():
+    """The Lustre MDS evicts the client on one node; the training process gets EIO/ESHUTDOWN
+    reading shards and dies. storage_unavailable on the Lustre mount, not the home mount."""
+    s = Story("evict")
+    nodes = ["lx-001", "lx-002"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("ib0", "lx-ib-leaf", str(i + 1), "lx")],
+                 [("/lustre/data", "lustre", "10.3.0.12@o2ib"), ("/home", "nfs", "lx-home")])
+        s.stack(n, driver="550.54.15")
+    a = s.run("lx-55", 0, nodes, 4, 0, 22 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 21 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 21 * MIN + 5 * SEC, "LustreError: 167-0: data-MDT0000-mdc-ffff9b2d4c1e0800: This client was evicted by "
+          "data-MDT0000; in progress operations using this service will fail.", node=nodes[1], stream="kernel")
+    s.say(a, 21 * MIN + 20 * SEC, traceback("OSError: [Errno 108] Cannot send after transport endpoint shutdown: "
+                                            "'/lustre/data/shards/shard-00412.bin'"), rank=5)
+    for n in nodes:
+        s.gpus(n, 4, -5 * MIN, 24 * MIN, 30 * SEC)
+        s.bmc(n, -5 * MIN, 24 * MIN, 60 * SEC)
+        s.switch_port("lx-ib-leaf", str(nodes.index(n) + 1), -5 * MIN, 24 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("lx-55", category="storage_unavailable", component="path:/lustre/data",
+                                ruled_out={"gpu", "net", "hw"}, ckpt_step=None, lost_gpu_hours=_gh(8, 22 * MIN))]
+
+
+@scenario
+def hca_transceiver_link_down_on_own_node():
+    """The optic behind mlx5_3 of one node dies: HCA link_downed and symbol errors, the
+    kernel's link-down line, then the job's NCCL error. The culprit is the switch port that
+    NIC hangs off (rail 3), found through the topology."""
+    s = Story("optic")
+    nodes = ["aks-ndh100-31415926-vmss00000c", "aks-ndh100-31415926-vmss00000d"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [(f"mlx5_{k}", f"ib-rail{k}-leaf", f"p{i + 20}", f"rail{k}") for k in range(4)], [])
+        s.stack(n, driver="550.90.07")
+    job = "pretrain-70b-9qx2w"
+    a = s.run(job, 0, nodes, 8, 0, 27 * MIN, "failed", exit_code=1, source="kube-apiserver")
+    s.heartbeat(a, 30 * SEC, 24 * MIN, 30 * SEC, ranks="zero")
+    bad = nodes[0]
+
+    def tw(t, c):
+        if t >= 24 * MIN:
+            c["symbol_error"] += 500
+            if t >= 24 * MIN + 20 * SEC and c["link_downed"] == 0:
+                c["link_downed"] = 1
+    for n in nodes:
+        for k in range(4):
+            s.hca(n, f"mlx5_{k}", -5 * MIN, 29 * MIN, 20 * SEC, tweak=tw if (n == bad and k == 3) else None)
+        s.gpus(n, 8, -5 * MIN, 29 * MIN, 30 * SEC)
+    s.say(a, 24 * MIN + 21 * SEC, "mlx5_core 0000:d2:00.1 mlx5_3: Link down", node=bad, stream="kernel")
+    s.say(a, 24 * MIN + 40 * SEC, "NCCL WARN NET/IB : Got completion from peer 10.0.0.7<41133> with status=12 opcode=1 "
+          "len=0 vendor err 129 (Send) localGid fe80::8e", rank=12)
+    return s.arrival(), [Expect(job, category="network_link", component=f"port:ib-rail3-leaf/p20",
+                                ruled_out={"gpu"}, not_ruled_out={"hw", "storage"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(16, 27 * MIN))]

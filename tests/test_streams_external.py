@@ -1,0 +1,31 @@
+"""Attribution on hand-written failure stories that do not come from the simulator
+(tests/external/): other names, sizes, timings, sampling intervals, rank layouts and
+missing layers. Each checks root cause category + component, the symptom vs. the culprit,
+layers ruled out, the last good checkpoint, lost GPU-hours and the retry."""
+
+from __future__ import annotations
+
+import pytest
+
+from external.check import diagnose, problems
+from external.scenarios import SCENARIOS
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_external_scenario(name):
+    events, expects = SCENARIOS[name]()
+    incidents = diagnose(events)
+    wrong = {f"{e.job}/{e.attempt}": p for e in expects if (p := problems(e, incidents))}
+    assert not wrong, f"{name}: {wrong}; incidents: " + "; ".join(
+        f"{i.job}/{i.attempt} {i.root_cause.category} {i.root_cause.component} ({i.symptom})" for i in incidents)
+
+
+def test_external_events_are_valid_contract():
+    """The fixtures speak the contract: every event decodes."""
+    from faultline.schemas.codec import decode
+    import orjson
+
+    for name, fn in SCENARIOS.items():
+        events, _ = fn()
+        for e in events:
+            decode(orjson.dumps(e))
