@@ -42,6 +42,16 @@ APP_ERROR_SIGS = frozenset({"python_traceback", "segfault", "cuda_illegal_addres
 RUNTIME_COMPONENTS = frozenset({"driver", "cuda", "nccl", "image", "framework", "ofed", "kernel",
                                 "container_runtime", "gpu_firmware"})
 # categories that slow a job down or crash it, but do not leave it silently hung
+# exceptions of broken packaging: what an image or library change produces
+LIB_EXCEPTIONS = frozenset({"ImportError", "ModuleNotFoundError"})
+# categories of a concrete fault on the job's path (better explanations than a version change)
+CONCRETE = frozenset({"gpu_hardware", "gpu_nvlink", "node_hardware", "thermal_throttle", "network_link",
+                      "network_congestion", "storage_slow", "storage_unavailable", "storage_full", "gpu_oom",
+                      "host_oom"})
+# components whose mismatch inside one job breaks it (CUDA runtime vs driver, NCCL across ranks)
+ABI_COMPONENTS = frozenset({"driver", "cuda", "nccl", "ofed", "framework", "image"})
+# the driver stack: a driver/GSP fault after its change is the change's doing
+DRIVER_STACK = frozenset({"driver", "cuda", "gpu_firmware"})
 SLOWDOWN_OR_CRASH = frozenset({"network_congestion", "thermal_throttle", "gpu_oom", "host_oom", "application"})
 SHORT = {"nccl_watchdog_timeout": "nccl_timeout", "elastic_child_failed": "child_failed",
          "python_traceback": "traceback"}
@@ -53,6 +63,7 @@ class CorrelateConfig(Struct, frozen=True, kw_only=True):
     post_grace_ms: int = 5_000          # signals within this after the failure count fully
     decay_ms: int = 3_600_000           # age over which an old signal loses 40 % weight
     change_window_ms: int = 7 * 86_400_000  # a version change this recent can be blamed
+    change_recent_ms: int = 86_400_000      # ... with full weight when this recent
     explain_min: float = 0.35           # infrastructure weight that vetoes `application`
     max_evidence: int = 40
 
@@ -338,6 +349,31 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
             c.score = min(0.99, c.score * (1.0 + min(0.1, 0.03 * (len(c.sigs) - 1))))
 
+    # ---- version changes: what the job's own errors say a change could have caused
+    # a plain bug in user code (KeyError, TypeError...) is not what a driver, library or image
+    # upgrade produces; broken packaging (ImportError, undefined symbol) or a driver-level
+    # crash (illegal address, segfault, driver XID, NCCL failure, a hang) can be
+    user_bugs = [s for s in code_errs if s.data.get("signature") == "python_traceback"
+                 and (s.data.get("exception") or "").rsplit(".", 1)[-1] not in LIB_EXCEPTIONS]
+    # a concrete fault on the job's path explains the failure better than a change does
+    concrete = max((c.score for c in cands.values() if c.category in CONCRETE), default=0.0)
+    changes = view.version_changes(rec.nodes, start - cfg.change_window_ms, start + cfg.post_grace_ms)
+
+    def recency(ch_ts: int) -> float:
+        """1 for a change in the day before the attempt, down to 0.4 at the window's edge."""
+        age = start - ch_ts
+        if age <= cfg.change_recent_ms:
+            return 1.0
+        span = max(1, cfg.change_window_ms - cfg.change_recent_ms)
+        return 1.0 - 0.6 * min(1.0, (age - cfg.change_recent_ms) / span)
+
+    def plausible(score: float) -> float:
+        if concrete >= 0.5:
+            return min(score, 0.3)
+        if user_bugs:
+            return score * 0.3
+        return score
+
     # ---- version drift inside the job: the odd node out
     rollout: dict[str, str] = {}
     if len(rec.nodes) > 1:
@@ -352,44 +388,66 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 majority = ranked[0][0]
                 for v, ns in ranked[1:]:
                     for n in ns:
-                        if any(ch.component == comp and ch.to == v
-                               for ch in view.changes_on([n], start - cfg.change_window_ms, start + cfg.post_grace_ms)):
+                        if any(ch.component == comp and ch.to == v and ch.node == n for ch, _ in changes):
                             # the odd node was just upgraded: a rollout in progress, blame the new version
                             rollout[f"version:{comp}={v}"] = n
                             continue
+                        # a mismatch that breaks a job (the CUDA runtime vs an old driver, NCCL
+                        # across ranks) vs one that rarely does (kernel, firmware)
+                        drift = plausible(0.6 if comp in ABI_COMPONENTS else 0.3)
                         key = ("driver_software", f"node:{n}")
                         c = cands.get(key) or _Cand("driver_software", f"node:{n}", 0.0, start,
                                                     f"version drift: {n} runs {comp} {v}, the rest of the job {majority}")
-                        c.score = max(c.score, 0.6)
+                        c.score = max(c.score, drift)
                         cands[key] = c
 
-    # ---- version change followed by failures
-    # changes that put the version the attempt started on in place (a change during the run
-    # does not touch the running process)
-    for ch in view.changes_on(rec.nodes, start - cfg.change_window_ms, start + cfg.post_grace_ms):
+    # ---- version change followed by failures: a change that put the version the attempt
+    # started on in place (a change during the run does not touch the running process), weighed
+    # by how recent it is, whether other jobs failed on it since, and whether the failure is
+    # one a change produces
+    driver_nodes: dict[str, str] = {}
+    for ch, announced in changes:
         cur = view.versions_at(ch.node, start).get(ch.component)
         if cur is not None and cur != ch.to:
             continue
         comp = f"version:{ch.component}={ch.to}"
         prior = change_failures(comp, failure_ts) if change_failures else 0
-        base = 0.45 if ch.component in RUNTIME_COMPONENTS else 0.25
-        score = base + min(0.3, 0.15 * prior)
+        w = recency(ch.ts)
+        base = (0.45 if ch.component in RUNTIME_COMPONENTS else 0.25) * (1.0 if announced else 0.85)
+        score = plausible(w * (base + min(0.3, 0.15 * prior)))
+        if w >= 1.0 and ch.component in DRIVER_STACK:
+            driver_nodes.setdefault(ch.node, comp)
         key = ("change_regression", comp)
         c = cands.get(key)
         if c is None:
             c = cands[key] = _Cand("change_regression", comp, score,
                                    ch.ts, f"{ch.component} changed {ch.from_ or '?'} -> {ch.to} on {ch.node}"
+                                   + ("" if announced else " (seen in its inventory reports)")
                                    + (f"; {prior} earlier failure(s) since" if prior else ""))
         c.score = max(c.score, score)
         if comp in rollout:
-            c.score = max(c.score, 0.65)
+            c.score = max(c.score, plausible(0.65))
             c.summary += f"; {rollout[comp]} runs it while the rest of the job does not"
+    # a driver/GSP fault on a node whose driver stack was just changed is that change's doing
+    for c in list(cands.values()):
+        if c.category != "driver_software" or not c.sigs:
+            continue
+        node = c.component.split(":", 1)[1].split("/", 1)[0]
+        comp = driver_nodes.get(node)
+        if comp is None or c.ts < start:
+            continue
+        ch_c = cands[("change_regression", comp)]
+        if concrete < 0.5 and not user_bugs:
+            ch_c.score = max(ch_c.score, min(0.9, c.score))
+            ch_c.sigs.extend(c.sigs)
+            ch_c.summary += f"; then {c.sigs[0].summary}"
+            c.score *= 0.5
     if rec.image and prev_image and prev_image != rec.image:
         comp = f"version:image={rec.image}"
         prior = change_failures(comp, failure_ts) if change_failures else 0
         if ("change_regression", comp) not in cands:
             cands[("change_regression", comp)] = _Cand(
-                "change_regression", comp, 0.45 + min(0.3, 0.15 * prior), start,
+                "change_regression", comp, plausible(0.45 + min(0.3, 0.15 * prior)), start,
                 f"image changed {prev_image} -> {rec.image} since the previous run"
                 + (f"; {prior} other job(s) failed on it" if prior else ""))
 

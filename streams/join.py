@@ -176,6 +176,39 @@ class View(Struct, kw_only=True):
         lo = bisect.bisect_left(self.changes, t0, key=lambda c: c.ts)
         return [c for c in self.changes[lo:] if c.ts <= t1 and c.node in ns]
 
+    def version_changes(self, nodes: Iterable[str], t0: int, t1: int) -> list[tuple[Change, bool]]:
+        """Real version changes on ``nodes`` in ``[t0, t1]``, as ``(change, announced)``:
+        ``inventory.change`` events that replace a known version with another one
+        (announced), plus changes seen only as a differing ``inventory.versions`` report of
+        the same node (not announced). A first registration (no ``from`` version, or no
+        earlier report) and a no-op (``from == to``) are not changes."""
+        ns = sorted(set(nodes))
+        out: list[tuple[Change, bool]] = []
+        seen: set[tuple[str, str, str]] = set()
+        for c in self.changes_on(ns, t0, t1):
+            if c.from_ is None or c.from_ == c.to:
+                continue
+            out.append((c, True))
+            seen.add((c.node, c.component, c.to))
+        for n in ns:
+            h = self.history.get(n)
+            if not h or len(h) < 2:
+                continue
+            i = bisect.bisect_left(h, t0, key=lambda x: x[0])
+            for j in range(max(1, i), len(h)):
+                ts, cur = h[j]
+                if ts > t1:
+                    break
+                prev = h[j - 1][1]
+                for comp, v in cur.items():
+                    old = prev.get(comp)
+                    if old is None or old == v or (n, comp, v) in seen:
+                        continue
+                    seen.add((n, comp, v))
+                    out.append((Change(ts, n, comp, old, v, f"versions@{n}/{ts}/{comp}"), False))
+        out.sort(key=lambda cv: (cv[0].ts, cv[0].node, cv[0].component))
+        return out
+
 
 def index_keys(sig: Signal) -> list[str]:
     """Where a signal is filed in the ``SignalIndex``."""
