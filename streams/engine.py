@@ -130,6 +130,7 @@ class Engine:
 
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.cfg = config or EngineConfig()
+        self._dcfg = self.cfg.detectors
         self.stats = Stats()
         self.view = View()
         self.index = SignalIndex()
@@ -320,7 +321,7 @@ class Engine:
             st = self.nodes.get(key)
             if st is None:
                 st = self.nodes[key] = NodeState()
-            feed_node(st, ev, self.cfg.detectors, sigs, k)
+            feed_node(st, ev, self._dcfg, sigs, k)
             if not sigs and not inv_kind:   # the common case: a sample that changed no verdict
                 return
         if inv_kind:
