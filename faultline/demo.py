@@ -32,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .config import Settings
+from .humantime import clock
 from .producers.publish import BrokerUnreachable, unreachable_message
 from .schemas import ALERTS, INCIDENTS, INPUT_TOPICS
 
@@ -158,10 +159,7 @@ async def _wait_leaders(settings: Settings, timeout_s: float = 30.0) -> None:
         await consumer.stop()
 
 
-def _ago(ms: int | None) -> str:
-    if not ms:
-        return "-"
-    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000))
+_ago = clock
 
 
 def render(st: DemoState, opts: DemoOptions) -> Group:

@@ -11,6 +11,8 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
+from ..humantime import show
+
 __all__ = ["add_store_arg", "settings_of", "reader", "print_table", "emit", "parse_time", "fmt_ms"]
 
 
@@ -73,7 +75,7 @@ def fmt_ms(v: Any) -> str:
         return "-"
     if isinstance(v, str):
         return v
-    return _dt.datetime.fromtimestamp(int(v) / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return show(int(v))
 
 
 def _cell(v: Any) -> str:

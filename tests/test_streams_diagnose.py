@@ -11,6 +11,7 @@ import orjson
 import zstandard
 
 from faultline.cli import main
+from faultline.humantime import show, show_ms
 
 from streams_fixtures import WATCHDOG, Sim  # noqa: F401
 from test_streams_hardcases import gpu_fault_on_n2
@@ -43,6 +44,32 @@ def test_zstd_and_readable_report(tmp_path, capsys):
     assert main(["diagnose", str(z)]) == 0
     out = capsys.readouterr().out
     assert "1 incident(s)" in out and "gpu_hardware" in out and "gpu:n2/1" in out
+    # times are for people: the failure time and the timeline in calendar form, not epoch ms
+    inc = orjson.loads(_json_incident(p))
+    assert show_ms(inc["failure_ts"]) in out and str(inc["failure_ts"]) not in out
+
+
+def _json_incident(p) -> bytes:
+    r = subprocess.run([sys.executable, "-m", "faultline.cli", "diagnose", str(p), "--json"], capture_output=True,
+                       timeout=120)
+    return r.stdout.splitlines()[0]
+
+
+def test_human_times_name_the_zone(monkeypatch):
+    import time
+
+    ts = 1_793_606_016_293  # 2026-11-02 07:53:36.293 UTC
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert show_ms(ts) == "2026-11-02 02:53:36.293 EST"
+        assert show(ts, seconds=False) == "2026-11-02 02:53 EST"
+        monkeypatch.setenv("FAULTLINE_DISPLAY_TZ", "UTC")
+        assert show(ts) == "2026-11-02 07:53:36 UTC"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert show(None) == "-"
 
 
 def test_stdin(tmp_path):

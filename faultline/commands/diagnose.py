@@ -8,6 +8,7 @@ import io
 import sys
 from typing import IO, Iterator
 
+from ..humantime import show_ms
 from ..schemas.codec import encode
 
 BUNDLE_HEADER = b'{"faultline_bundle"'
@@ -105,6 +106,7 @@ def _report(eng, out) -> None:
         con.print(t)
     for i in incs:
         con.rule(f"job {i.job} attempt {i.attempt} - {i.state}")
+        con.print(f"[bold]stopped[/]     {show_ms(i.failure_ts)}  ({i.gpus} GPUs on {len(i.affected.nodes)} node(s))")
         con.print(f"[bold]symptom[/]     {i.symptom}")
         rc = i.root_cause
         con.print(f"[bold]root cause[/]  {rc.category} @ {rc.component} ({rc.confidence:.0%}): {rc.summary}")
@@ -119,8 +121,18 @@ def _report(eng, out) -> None:
             r = i.retry
             con.print(f"[bold]retry[/]       attempt {r.attempt} {r.state} on {', '.join(r.nodes)}"
                       + (" (same nodes)" if r.same_nodes else ""))
-        for e in i.evidence[:12]:
-            con.print(f"  {e.ts}  {e.layer:<9} {e.node or '-':<12} {e.summary[:90]}")
+        # the timeline: repeats of one line (the same message from several ranks) folded
+        groups: list[list] = []
+        for e in i.evidence:
+            if groups and (e.layer, e.node, e.summary) == groups[-1][1]:
+                groups[-1][2] += 1
+            else:
+                groups.append([e, (e.layer, e.node, e.summary), 1])
+        for e, _, n in groups[:12]:
+            con.print(f"  {show_ms(e.ts)}  {e.layer:<8} {e.node or '-':<12} " + (f"(x{n}) " if n > 1 else "")
+                      + e.summary, no_wrap=True, overflow="ellipsis")
+        if len(groups) > 12:
+            con.print(f"  ... {len(i.evidence)} evidence items in all (--json gives every one)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         _report(eng, sys.stdout)
         if args.alerts:
             for a in eng.alerts():
-                print(f"ALERT {a.ts} {a.severity:<8} {a.detector:<16} {a.subject or ''}: {a.summary}")
+                print(f"ALERT {show_ms(a.ts)} {a.severity:<8} {a.detector:<16} {a.subject or ''}: {a.summary}")
     st = eng.stats
     if st.invalid:
         print(f"faultline diagnose: {st.invalid} invalid line(s) skipped:", file=sys.stderr)

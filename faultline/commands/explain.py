@@ -5,12 +5,12 @@ GPU-hours, the retry, and the commands to dig further."""
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import sys
 from typing import Any
 
 import msgspec
 
+from ..humantime import show
 from ..schemas.outputs import LAYERS, Incident
 from ..sinks.cli_support import add_store_arg, reader
 
@@ -36,10 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _t(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+_t = show
 
 
 def _dur(ms: float) -> str:
@@ -53,7 +50,7 @@ def _dur(ms: float) -> str:
 
 def sentence(i: Incident) -> str:
     rc = i.root_cause
-    return (f"Job {i.job} attempt {i.attempt} {i.state or 'stopped'} at {_t(i.failure_ts)} UTC "
+    return (f"Job {i.job} attempt {i.attempt} {i.state or 'stopped'} at {_t(i.failure_ts)} "
             f"({i.symptom}) because of {rc.category.replace('_', ' ')} at {rc.component}: {rc.summary} "
             f"(confidence {rc.confidence:.0%}).")
 

@@ -12,6 +12,8 @@ from typing import Any
 import msgspec
 import orjson
 
+from ..humantime import show
+
 KINDS = ("repeat_offender", "change_regression", "version_drift")
 
 
@@ -86,9 +88,7 @@ def load_from_store(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _fmt_ts(ms: int) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return show(ms, seconds=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         print(f"[{r['severity']:8}] {r['kind']:17} {r['subject']}  ({_fmt_ts(r['window_start'])} .. "
-              f"{_fmt_ts(r['window_end'])} UTC)  id={r['id']}")
+              f"{_fmt_ts(r['window_end'])})  id={r['id']}")
         print(f"    {r['summary']}")
         print(f"    action: {r['action']}")
         if r["incidents"]:
