@@ -36,7 +36,7 @@ from .store import Store, ms
 
 log = logging.getLogger("faultline.sinks.writer")
 
-__all__ = ["SinkWriter", "FlushStats", "alert_row", "incident_rows", "finding_row"]
+__all__ = ["SinkWriter", "FlushStats", "alert_row", "incident_rows", "finding_row", "deadletter_row"]
 
 _enc = msgspec.json.Encoder()
 
@@ -66,9 +66,10 @@ class FlushStats:
     evidence: int = 0
     findings: int = 0
     seconds: float = 0.0
+    deadletters: int = 0
 
     def __iadd__(self, o: "FlushStats") -> "FlushStats":
-        for k in ("events", "alerts", "incidents", "evidence", "findings", "seconds"):
+        for k in ("events", "alerts", "incidents", "evidence", "findings", "seconds", "deadletters"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         return self
 
@@ -117,6 +118,19 @@ def finding_row(f: Finding) -> dict[str, Any]:
     }
 
 
+def deadletter_row(rec: bytes | bytearray | memoryview | str | dict[str, Any]) -> dict[str, Any]:
+    """The ``deadletters`` row of one ``fl.deadletter`` record (``schemas.dead_letter``)."""
+    d = orjson.loads(rec) if not isinstance(rec, dict) else rec
+    try:
+        reason = str(d["reason"])
+        return {"ts": ms(int(d["ts"])), "reason": reason, "reason_key": reason.split(" - at ")[0][:120],
+                "topic": str(d.get("topic") or ""), "partition": int(d.get("partition") or 0),
+                "offset": int(d["offset"]) if d.get("offset") is not None else -1,
+                "raw_b64": str(d.get("raw_b64") or "")}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"not a dead-letter record (needs ts, reason; see fl.deadletter in the contract): {e!r}") from None
+
+
 class SinkWriter:
     """Buffers events and output records; ``flush()`` writes one insert per table.
 
@@ -136,6 +150,7 @@ class SinkWriter:
         self._incidents: list[dict[str, Any]] = []
         self._evidence: list[dict[str, Any]] = []
         self._findings: list[dict[str, Any]] = []
+        self._dead: list[dict[str, Any]] = []
         self._n = 0
         self._first = 0.0
         self.totals = FlushStats()
@@ -215,6 +230,13 @@ class SinkWriter:
             self._findings.append(row)
             self._added()
 
+    def add_deadletter(self, rec: bytes | bytearray | memoryview | str | dict[str, Any]) -> None:
+        """A rejected input, as the ``fl.deadletter`` record that describes it."""
+        row = deadletter_row(rec)
+        with self._lock:
+            self._dead.append(row)
+            self._added()
+
     def add_output(self, rec: Any) -> None:
         """An ``Alert``, ``Incident`` or ``Finding`` (struct, or a dict as on the topic)."""
         if isinstance(rec, (bytes, bytearray, memoryview, str)):
@@ -243,7 +265,7 @@ class SinkWriter:
         error propagates: retrying is safe, rows are idempotent by id."""
         with self._lock:
             n_ev, alerts, incidents = self._n_ev, self._alerts, self._incidents
-            evidence, findings = self._evidence, self._findings
+            evidence, findings, dead = self._evidence, self._findings, self._dead
             if not self._n:
                 return FlushStats()
             t0 = time.perf_counter()
@@ -266,8 +288,11 @@ class SinkWriter:
             if findings:
                 st.insert("findings", findings)
                 self._findings = []
+            if dead:
+                st.insert("deadletters", dead)
+                self._dead = []
             stats = FlushStats(n_ev, len(alerts), len(incidents), len(evidence), len(findings),
-                               time.perf_counter() - t0)
+                               time.perf_counter() - t0, len(dead))
             self._n = 0
             self.totals += stats
         log.debug("sink flush", extra={"events": stats.events, "alerts": stats.alerts,

@@ -5,7 +5,8 @@ Batches of up to ``max_rows`` records or ``within_s`` seconds; each batch is flu
 executor thread, never on the event loop) *before* the agent returns it, so Faust commits
 the offsets only after the rows are stored. A crash re-delivers at most the batch in
 flight; the store is keyed by record id, so re-inserted rows never double-count.
-Invalid input is skipped here (the node / job agents dead-letter it).
+Invalid input is skipped here: the node / job agents dead-letter it, and the fl.deadletter
+records land in table ``deadletters``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import faust
 
 from ..config import Settings
 from ..schemas.codec import ContractError, decode, now_ms
-from ..schemas.registry import ALERTS, FINDINGS, INCIDENTS, INPUT_TOPICS
+from ..schemas.registry import ALERTS, DEADLETTER, FINDINGS, INCIDENTS, INPUT_TOPICS
 
 log = logging.getLogger("faultline.streams.sink")
 
@@ -36,7 +37,8 @@ def install(app: faust.App, settings: Settings, store: Any, writer: Any, *,
     """Add the sink agent to ``app`` (``store``/``writer`` from ``open_sink``)."""
     T = settings.topic
     outputs = {T(ALERTS), T(INCIDENTS), T(FINDINGS)}
-    topic = app.topic(*(T(t) for t in INPUT_TOPICS), *sorted(outputs))
+    dead = T(DEADLETTER)
+    topic = app.topic(*(T(t) for t in INPUT_TOPICS), *sorted(outputs), dead)
     app.faultline_store = store  # type: ignore[attr-defined]   # sinks.api reads through it
     app.faultline_sink = writer  # type: ignore[attr-defined]
 
@@ -53,6 +55,8 @@ def install(app: faust.App, settings: Settings, store: Any, writer: Any, *,
                 try:
                     if e.message.topic in outputs:
                         writer.add_output(v)
+                    elif e.message.topic == dead:
+                        writer.add_deadletter(v)
                     else:
                         decode(v, now=now)   # validate; invalid input is dead-lettered elsewhere
                         raws.append(v)

@@ -3,6 +3,7 @@ then incidents / explain / trends / query read the answers back."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import os
@@ -48,6 +49,15 @@ def test_ingest_reports_and_is_idempotent(ingested):
     assert row["n"] == row["c"] == sum(1 for e in ds.events if b'"kind":"sched.job"' in e)
     again = fl("incidents", "--store", store, "--json").stdout
     assert sorted(again.splitlines()) == sorted(first.splitlines())
+    # the invalid line is kept with its reason where SQL sees it, once despite two ingests
+    dead = fl("query", "SELECT topic, offset, reason, raw_b64 FROM deadletters FINAL", "--store", store,
+              "--format", "json").stdout
+    rows = [orjson.loads(x) for x in dead.splitlines()]
+    assert len(rows) == 1, rows
+    n_lines = len(ds.events) + 1
+    assert rows[0]["topic"].endswith("events.jsonl") and int(rows[0]["offset"]) == n_lines
+    assert "not valid JSON" in rows[0]["reason"]
+    assert base64.b64decode(rows[0]["raw_b64"]) == b"{not json}"
 
 
 def test_incidents_json_and_filters(ingested):

@@ -160,8 +160,9 @@ def test_two_workers_share_partitions(fsettings, sim_lines, tmp_path):
 
 @pytest.mark.slow
 def test_worker_sinks_events_and_incidents(fsettings, sim_lines, tmp_path):
-    """With the sink on, the worker stores every input event and its incidents in chDB;
-    read back through the worker's own SQL API (it owns the store)."""
+    """With the sink on, the worker stores every input event, its incidents and the dead
+    letters of rejected input in chDB; read back through the worker's own SQL API (it owns
+    the store)."""
     import socket
     import urllib.request
 
@@ -170,7 +171,7 @@ def test_worker_sinks_events_and_incidents(fsettings, sim_lines, tmp_path):
         port = so.getsockname()[1]
     exp = expected_incidents(sim_lines, fsettings)
     asyncio.run(ensure_topics(fsettings))
-    asyncio.run(produce(fsettings, sim_lines))
+    asyncio.run(produce(fsettings, sim_lines, raw=[("fl.gpu", b"gpu-001", b'{"v":1,"id":"x1","ts":1,')]))
 
     def sql(q: str) -> list:
         req = urllib.request.Request(f"http://127.0.0.1:{port}/faultline/api/sql",
@@ -182,18 +183,20 @@ def test_worker_sinks_events_and_incidents(fsettings, sim_lines, tmp_path):
     with WorkerProcess(fsettings, tmp_path / "w", sink=True, web_port=port) as w:
         asyncio.run(wait_incidents(fsettings, exp, timeout_s=150))
         deadline = time.monotonic() + 60
-        n_ev = n_inc = -1
+        n_ev = n_inc = n_dead = -1
         while time.monotonic() < deadline:
             try:
                 n_ev = sql("SELECT " + " + ".join(
                     f"(SELECT uniqExact(id) FROM events_{layer})"
                     for layer in ("gpu", "hw", "net", "storage", "sched", "runtime", "inventory")))[0][0]
                 n_inc = sql("SELECT uniqExact(id) FROM incidents")[0][0]
+                n_dead = sql("SELECT count() FROM deadletters FINAL WHERE reason LIKE '%JSON%'")[0][0]
             except OSError:
                 pass
-            if n_ev == len(sim_lines) and n_inc == len(exp):
+            if n_ev == len(sim_lines) and n_inc == len(exp) and n_dead == 1:
                 break
             time.sleep(2)
         assert w.alive(), w.log()
     assert n_ev == len(sim_lines), w.log()
     assert n_inc == len(exp), w.log()
+    assert n_dead == 1, w.log()   # the truncated record, stored once with its reason

@@ -42,9 +42,9 @@ def _findings() -> Any:
 
 
 def ingest_stream(fh: Any, store: Any, *, diagnose: bool = True, lateness_ms: int = 10_000,
-                  batch: int = 50_000, progress: Any = None) -> dict[str, Any]:
+                  batch: int = 50_000, progress: Any = None, source: str = "-") -> dict[str, Any]:
     """Decode, diagnose and store every line of a byte stream; returns counts."""
-    from ..schemas.codec import ContractError, decode, now_ms
+    from ..schemas.codec import ContractError, dead_letter, decode, now_ms
     from ..sinks.writer import SinkWriter
     from .diagnose import _lines
 
@@ -67,6 +67,8 @@ def ingest_stream(fh: Any, store: Any, *, diagnose: bool = True, lateness_ms: in
                 n_bad += 1
                 if len(errors) < 20:
                     errors.append((n_line, e.reason))
+                # kept, with its reason, where SQL sees it (the line number as the offset)
+                w.add_deadletter(dead_letter(ln, e.reason, topic=f"file:{source}", partition=0, offset=n_line))
                 continue
             n_ok += 1
             good.append(ev)
@@ -102,7 +104,7 @@ def ingest_stream(fh: Any, store: Any, *, diagnose: bool = True, lateness_ms: in
     return {"lines": n_line, "events": n_ok, "invalid": n_bad, "errors": errors,
             "alerts": t.alerts, "incidents": len(eng.incidents()) if eng is not None else 0,
             "incident_rows": t.incidents, "findings": t.findings, "seconds": t.seconds,
-            "diagnosed": eng is not None}
+            "diagnosed": eng is not None, "deadletters": t.deadletters}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     size = os.path.getsize(args.file) if args.file != "-" and not args.file.endswith(".zst") else None
     try:
         if args.quiet or not sys.stderr.isatty() and size is None:
-            res = ingest_stream(fh, store, diagnose=not args.no_diagnose, lateness_ms=lateness, batch=args.batch)
+            res = ingest_stream(fh, store, diagnose=not args.no_diagnose, lateness_ms=lateness, batch=args.batch,
+                                source=args.file)
         else:
             from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
                                        TimeElapsedColumn, TransferSpeedColumn)
@@ -129,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                           TransferSpeedColumn(), TimeElapsedColumn(), transient=False) as prog:
                 task = prog.add_task(os.path.basename(args.file), total=size)
                 res = ingest_stream(fh, store, diagnose=not args.no_diagnose, lateness_ms=lateness,
-                                    batch=args.batch, progress=lambda n: prog.advance(task, n))
+                                    batch=args.batch, progress=lambda n: prog.advance(task, n), source=args.file)
     except StoreError as e:
         raise CliError(f"writing to {store.location} failed: {e}") from None
     finally:
@@ -139,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     where = f"{store.backend}:{store.location}"
     diag = (f"{res['incidents']} incident(s), {res['alerts']} alert(s), {res['findings']} finding(s)"
             if res["diagnosed"] else "not diagnosed (events only)")
-    print(f"stored {res['events']} events into {where}; {diag}; {res['invalid']} invalid line(s)", file=sys.stderr)
+    print(f"stored {res['events']} events into {where}; {diag}; {res['invalid']} invalid line(s)"
+          + (" (kept with their reasons in table deadletters)" if res["invalid"] else ""), file=sys.stderr)
     for pos, reason in res["errors"]:
         print(f"  line {pos}: {reason}", file=sys.stderr)
     return 0
