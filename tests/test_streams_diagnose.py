@@ -83,3 +83,17 @@ def test_stdin(tmp_path):
 def test_missing_file_is_a_clear_error(capsys):
     assert main(["diagnose", "/nonexistent/x.jsonl"]) == 2
     assert "cannot open" in capsys.readouterr().err
+
+
+def test_gzip_and_byte_order_mark(tmp_path, capsysbinary):
+    """A gzip file, and a file starting with a UTF-8 BOM, read like the plain one."""
+    import gzip
+
+    p, raw = corpus(tmp_path)
+    assert main(["diagnose", str(p), "--json"]) == 0
+    want = capsysbinary.readouterr().out
+    g = tmp_path / "ev.jsonl.gz"
+    g.write_bytes(gzip.compress(b"\xef\xbb\xbf" + raw))
+    assert main(["diagnose", str(g), "--json"]) == 0
+    out, err = capsysbinary.readouterr()
+    assert out == want and b"2 invalid line(s)" in err   # the BOM did not cost the first line

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "diagnose", help="explain the interrupted jobs in a file of events (offline)",
         description=__doc__ + " Events may come in any order within the lateness bound; duplicates "
         "count once. Invalid lines are counted and reported on stderr, never fatal.")
-    p.add_argument("file", help="JSON-lines file of contract events (.jsonl, .jsonl.zst), or - for stdin")
+    p.add_argument("file", help="JSON-lines file of contract events (.jsonl, .jsonl.zst, .jsonl.gz), or - for stdin")
     p.add_argument("--json", action="store_true", help="one incident per line as JSON (latest revision)")
     p.add_argument("--alerts", action="store_true", help="also print the alerts (JSON lines with --json)")
     p.add_argument("--lateness-ms", type=int, default=None, help="reorder bound (default: settings lateness_ms)")
@@ -41,16 +41,26 @@ def _open(path: str) -> IO[bytes]:
         import zstandard
 
         return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[return-value]
+    if path.endswith(".gz") or head[:2] == b"\x1f\x8b":
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
 
 
 def _lines(fh: IO[bytes], chunk: int = 1 << 20) -> Iterator[list[bytes]]:
-    """Batches of lines; works for plain and zstd stream readers alike."""
+    """Batches of lines; works for plain, gzip and zstd stream readers alike (a UTF-8 byte
+    order mark at the start, as some Windows editors write, is skipped)."""
     rest = b""
+    first = True
     while True:
         buf = fh.read(chunk)
         if not buf:
             break
+        if first:
+            first = False
+            if buf.startswith(b"\xef\xbb\xbf"):
+                buf = buf[3:]
         buf = rest + buf
         parts = buf.split(b"\n")
         rest = parts.pop()
