@@ -302,21 +302,7 @@ class Simulation:
         d = self.o.delivery
         dumps = orjson.dumps
         if not d.any:
-            counter = 0
-            prefix = f"sim-{self.tag}-"
-            counts: dict[str, int] = {}
-            get = counts.get
-            try:
-                for batch in self._batches():
-                    for _, ev in batch:
-                        counter += 1
-                        ev["id"] = f"{prefix}{counter:010x}"
-                        k = ev["kind"]
-                        counts[k] = get(k, 0) + 1
-                        yield dumps(ev)
-                self.done = True
-            finally:
-                self.counts.update(counts)
+            yield from map(dumps, self.records())
             return
         r = random.Random(self.seed * 31 + 5)
         skew: dict[str, int] = {}
