@@ -22,12 +22,14 @@ from __future__ import annotations
 import hashlib
 from typing import Callable, Iterable
 
+import msgspec
 from msgspec import Struct
 
 from ..schemas.outputs import Affected, Cause, Checkpoint, EvidenceItem, Incident, Retry
 from .detectors.job import AttemptRecord
 from .join import View
 from .signals import Signal
+from .xid import lookup as xid_lookup
 
 INFRA_LAYERS = ("gpu", "hw", "net", "storage")
 # python exceptions that are code bugs whatever the infrastructure does
@@ -193,7 +195,9 @@ def _mount_for_log(sig: Signal, rec: AttemptRecord, view: View) -> str | None:
 # exception classes that point at the environment, not the user's code
 _ENV_EXC = ("OSError", "IOError", "TimeoutError", "ConnectionError", "BrokenPipeError", "DistBackendError",
             "OutOfMemoryError", "MemoryError", "PermissionError", "BlockingIOError", "ChildProcessError")
-_ENV_WORDS = ("CUDA", "cuda", "NCCL", "nccl", "device", "memory", "driver", "ECC", "NVLink", "timed out", "Errno")
+_ENV_WORDS = ("CUDA", "cuda", "NCCL", "nccl", "device", "memory", "driver", "ECC", "NVLink", "timed out", "Errno",
+              "write failed", "read failed", "failed writing", "failed reading", "PytorchStreamWriter",
+              "PytorchStreamReader", "I/O error", "Input/output")
 
 
 def _is_app_code(sig: Signal | None) -> bool:
@@ -256,7 +260,13 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     start = rec.started()
     t0 = start - cfg.lookback_ms
     uniq: dict[str, Signal] = {}
-    for s in list(job_signals) + list(resource_signals):
+    nodes = set(rec.nodes)
+    for s in job_signals:
+        # the job's own output belongs to this attempt only from its start on, and only from its nodes
+        # (an earlier attempt's logs on other nodes are that attempt's story)
+        if start - cfg.post_grace_ms <= s.ts <= cutoff and s.id not in uniq and (s.node is None or not nodes or s.node in nodes):
+            uniq[s.id] = s
+    for s in resource_signals:
         if t0 <= s.ts <= cutoff and s.id not in uniq:
             uniq[s.id] = s
     sigs = sorted(uniq.values(), key=lambda s: (s.ts, s.id))
@@ -281,7 +291,10 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         for s in job_sigs)
     # a user-code bug anywhere in the job's own output up to the failure (the culprit rank
     # rarely prints first: the others report the collective it left hanging)
-    code_errs = [s for s in app_errs if s.ts <= failure_ts + cfg.post_grace_ms and _is_app_code(s)]
+    # an error raised while a checkpoint write was failing is the write's failure, not a code bug
+    ck_fails = [s.ts for s in job_sigs if s.kind == "checkpoint_failed"]
+    code_errs = [s for s in app_errs if s.ts <= failure_ts + cfg.post_grace_ms and _is_app_code(s)
+                 and not any(0 <= s.ts - t <= 60_000 for t in ck_fails)]
     app_code = bool(code_errs)
     app_node, app_ts = (code_errs[0].node, code_errs[0].ts) if app_code else (None, None)
     # nodes that really went away (the scheduler says so, or the job ended NODE_FAIL)
@@ -293,7 +306,20 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     # a stall began somewhere after the last progress, within about one progress interval
     post_grace = max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0)
     cands: dict[tuple[str, str], _Cand] = {}
+    xid_events = {(s.node, s.data.get("xid")) for s in sigs if s.kind == "xid"}
     for s in sigs:
+        if s.kind == "log:xid":
+            # an XID known only from the kernel log (no gpu.xid collector on that node)
+            if (s.node, s.data.get("xid")) in xid_events or s.data.get("xid") is None:
+                continue
+            info = xid_lookup(int(s.data["xid"]))
+            score = {"critical": 0.95, "warning": 0.7, "info": 0.15}[info.severity]
+            if not info.fatal:
+                score = min(score, 0.2)
+            if info.category == "application":
+                score = min(score, 0.5)
+            s = msgspec.structs.replace(s, kind="xid", category=info.category, score=score, data={
+                **s.data, "app_induced": info.app_induced, "fatal": info.fatal})
         cat = s.category
         if cat is None or s.score <= 0:
             continue
@@ -305,8 +331,6 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 continue  # echo of the application's own error
         if kind.startswith("log:") and s.data.get("role") == "weak":
             continue  # application evidence: judged below
-        if kind == "log:xid":
-            continue
         if kind == "thermal_throttle" and (s.node in stragglers or slowed):
             score = 0.7  # throttling that slowed the job down
         if cat in ("storage_slow", "storage_unavailable", "storage_full") and not storage_hit \
@@ -523,6 +547,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
 
     # ---- ruled out: layers with telemetry on the job's resources and no signal of weight
     flagged = {s.layer for s in sigs if s.category is not None and s.score >= 0.2 and not s.subject.startswith("job:")}
+    # a layer whose fault the job's own logs report (a kernel XID line, an NFS timeout) is not clean either
+    flagged |= {s.layer for c in cands.values() if c.category in CONCRETE | {"driver_software"} and c.score >= 0.2
+                for s in c.sigs if s.layer in INFRA_LAYERS and c.category not in ("gpu_oom", "host_oom")}
     ruled_out = sorted(l for l in set(covered_layers) if l in INFRA_LAYERS and l not in flagged)
 
     # ---- evidence timeline: most relevant first, then time-ordered
