@@ -775,3 +775,323 @@ def hca_transceiver_link_down_on_own_node():
     return s.arrival(), [Expect(job, category="network_link", component=f"port:ib-rail3-leaf/p20",
                                 ruled_out={"gpu"}, not_ruled_out={"hw", "storage"}, ckpt_step=None,
                                 lost_gpu_hours=_gh(16, 27 * MIN))]
+
+
+# ------------------------------------------------------------------ decoys and near misses
+def _pair(s: Story, nodes: list[str], leaf: str, seg: str, mounts=(("/ckpt", "nfs", "nas"),), **versions) -> None:
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", leaf, f"swp{i + 1}", seg)], list(mounts))
+        s.stack(n, **(versions or {"driver": "550.54.15"}))
+
+
+def _clean(s: Story, nodes: list[str], leaf: str, t_from: int, t_to: int, gpn: int = 8, *, gpu_every=30 * SEC,
+           port_every=60 * SEC, mount: str | None = "/ckpt", bmc=True, gpu_tweak=None, mount_tweak=None) -> None:
+    for i, n in enumerate(nodes):
+        s.gpus(n, gpn, t_from, t_to, gpu_every, tweak=gpu_tweak(n) if gpu_tweak else None)
+        s.switch_port(leaf, f"swp{i + 1}", t_from, t_to, port_every)
+        if mount:
+            s.mount(n, mount, t_from, t_to, 60 * SEC, tweak=mount_tweak(n) if mount_tweak else None)
+        if bmc:
+            s.bmc(n, t_from, t_to, 120 * SEC)
+
+
+@scenario
+def benign_kernel_and_bios_drift_then_user_bug():
+    """One node of the job runs an older kernel and BIOS (benign drift, no change event);
+    the job dies of an AttributeError in the user's model code. Application, not
+    driver_software on the odd node."""
+    s = Story("drift")
+    nodes = ["q-01", "q-02", "q-03"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "q-leaf", f"swp{i + 1}", "q")], [("/ckpt", "nfs", "nas")])
+        s.stack(n, driver="550.54.15", cuda="12.4", kernel="5.15.0-119-generic" if i != 1 else "5.15.0-105-generic",
+                bios="2.3.1" if i != 1 else "2.1.0", gpu_firmware="96.00.89.00.01")
+    a = s.run("q-5", 0, nodes, 8, 0, 18 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 17 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 17 * MIN + 30 * SEC, traceback("AttributeError: 'NoneType' object has no attribute 'shape'",
+                                            ("train.py", "model/moe_router.py")), rank=13)
+    _clean(s, nodes, "q-leaf", -5 * MIN, 20 * MIN)
+    return s.arrival(), [Expect("q-5", category="application", component="job:q-5",
+                                ruled_out={"gpu", "net", "hw", "storage"}, ckpt_step=None, lost_gpu_hours=_gh(24, 18 * MIN))]
+
+
+@scenario
+def congestion_in_another_segment_then_user_bug():
+    """A CNP storm in another pod's segment while the job (in its own segment) dies of a user
+    IndexError. Application; the job's network is clean."""
+    s = Story("othercong")
+    mine, theirs = ["u-01", "u-02"], ["v-01", "v-02", "v-03"]
+    for i, n in enumerate(mine):
+        s.attach(n, [("mlx5_0", "u-leaf", f"swp{i + 1}", "pod-u")], [])
+        s.stack(n, driver="550.54.15")
+    for i, n in enumerate(theirs):
+        s.attach(n, [("mlx5_0", "v-leaf", f"swp{i + 1}", "pod-v")], [])
+        s.stack(n, driver="550.54.15")
+
+    def storm(t, c):
+        if t >= 10 * MIN:
+            c["np_cnp_sent"] += 200_000
+            c["local_ack_timeout_err"] += 900
+    for n in mine + theirs:
+        s.hca(n, "mlx5_0", -5 * MIN, 25 * MIN, 30 * SEC, tweak=storm if n in theirs else None)
+    a = s.run("u-88", 0, mine, 8, 0, 21 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 20 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 20 * MIN + 20 * SEC, traceback("IndexError: index 4096 is out of bounds for dimension 0 with size 4096"), rank=3)
+    for n in mine:
+        s.gpus(n, 8, -5 * MIN, 25 * MIN, 30 * SEC)
+    return s.arrival(), [Expect("u-88", category="application", component="job:u-88", ruled_out={"gpu", "net"},
+                                ckpt_step=None, lost_gpu_hours=_gh(16, 21 * MIN))]
+
+
+@scenario
+def xid79_after_the_job_already_died_of_a_bug():
+    """The job dies of a user ValueError; half a minute later, while the node is being
+    drained for an unrelated reason, an XID 79 appears on one of its GPUs. Consequence or
+    coincidence, not cause: application."""
+    s = Story("xidafter")
+    nodes = ["w-1", "w-2"]
+    _pair(s, nodes, "w-leaf", "w")
+    a = s.run("w-3", 0, nodes, 8, 0, 10 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 9 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 9 * MIN + 40 * SEC, traceback("ValueError: Target size (torch.Size([8, 1])) must be the same as input size "
+                                           "(torch.Size([8, 2]))"), rank=0)
+    s.xid("w-2", 10 * MIN + 30 * SEC, 6, 79, "GPU has fallen off the bus.")
+    _clean(s, nodes, "w-leaf", -5 * MIN, 12 * MIN)
+    return s.arrival(), [Expect("w-3", category="application", component="job:w-3",
+                                ruled_out={"net", "hw", "storage"}, ckpt_step=None, lost_gpu_hours=_gh(16, 10 * MIN))]
+
+
+@scenario
+def thermal_throttle_but_user_bug_kills_the_job():
+    """A GPU of the job throttles thermally for ten minutes (a slow straggler) but what ends the
+    job is a user bug: application."""
+    s = Story("thermalbug")
+    nodes = ["t-1", "t-2"]
+    _pair(s, nodes, "t-leaf", "t")
+    a = s.run("t-9", 0, nodes, 4, 0, 30 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 29 * MIN, 30 * SEC, ranks="all",
+                rank_time=lambda r, t: 2.0 if (r == 1 and t > 15 * MIN) else 1.2)
+    s.say(a, 29 * MIN + 30 * SEC, traceback("KeyError: 'loss_mask'"), rank=6)
+    _clean(s, nodes, "t-leaf", -5 * MIN, 32 * MIN, gpn=4,
+           gpu_tweak=lambda n: (lambda t, g: {"throttle": ["sw_thermal"], "temp_c": 87.0}
+                                if n == "t-1" and g == 1 and t > 15 * MIN else None))
+    return s.arrival(), [Expect("t-9", category="application", component="job:t-9",
+                                ruled_out={"net", "hw", "storage"}, ckpt_step=None, lost_gpu_hours=_gh(8, 30 * MIN))]
+
+
+@scenario
+def flapping_port_of_a_neighbour_while_job_stalls():
+    """A port on the job's leaf flaps, but it faces a node outside the job; the job stalls
+    with no error. Unknown (the neighbour's port is not on the job's path)."""
+    s = Story("neighbourflap")
+    nodes = ["y-1", "y-2", "y-3"]
+    _pair(s, nodes, "y-leaf", "y")
+    a = s.run("y-44", 0, nodes[:2], 8, 0, 50 * MIN, "cancelled", exit_code=None)
+    s.heartbeat(a, 30 * SEC, 20 * MIN, 30 * SEC, ranks="zero")
+    for t in (19 * MIN, 19 * MIN + 40 * SEC, 20 * MIN + 20 * SEC):
+        s.link("y-leaf", "swp3", t, "down")
+        s.link("y-leaf", "swp3", t + 10 * SEC, "up")
+    _clean(s, nodes, "y-leaf", -5 * MIN, 52 * MIN)
+    return s.arrival(), [Expect("y-44", category="unknown", component="job:y-44",
+                                ruled_out={"gpu", "net", "hw", "storage"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(16, 20 * MIN))]
+
+
+@scenario
+def cuda_oom_round_robin_ranks_without_gpu_index():
+    """CUDA OOM on rank 5 whose message does not name the GPU; ranks are placed round robin,
+    so rank 5 is the third local rank (GPU 2) of the second node."""
+    s = Story("oomrr")
+    nodes = ["rr-a", "rr-b"]
+    _pair(s, nodes, "rr-leaf", "rr")
+    a = s.run("rr-1", 0, nodes, 4, 0, 9 * MIN, "failed", exit_code=1, layout="roundrobin")
+    s.heartbeat(a, 30 * SEC, 8 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 8 * MIN + 30 * SEC, traceback("RuntimeError: CUDA error: out of memory\nCompile with `TORCH_USE_CUDA_DSA` "
+                                           "to enable device-side assertions."), rank=5)
+    _clean(s, nodes, "rr-leaf", -5 * MIN, 11 * MIN, gpn=4)
+    return s.arrival(), [Expect("rr-1", category="gpu_oom", component="gpu:rr-b/2", ruled_out={"net", "hw", "storage"},
+                                ckpt_step=None, lost_gpu_hours=_gh(8, 9 * MIN))]
+
+
+@scenario
+def full_scratch_alarm_but_cuda_oom():
+    """The job's scratch mount reports 99 % used (another team's data) but the job never writes
+    there; it dies of CUDA OOM on rank 2. gpu_oom, not storage_full."""
+    s = Story("fulloom")
+    nodes = ["f-1", "f-2"]
+    _pair(s, nodes, "f-leaf", "f", mounts=(("/scratch", "nfs", "f-nas"),))
+    a = s.run("f-7", 0, nodes, 4, 0, 15 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 14 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 14 * MIN + 20 * SEC, traceback("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 2 "
+                                            "has a total capacity of 79.11 GiB of which 412.00 MiB is free."), rank=2)
+    _clean(s, nodes, "f-leaf", -5 * MIN, 17 * MIN, gpn=4, mount="/scratch",
+           mount_tweak=lambda n: (lambda t: {"used_pct": 99.2}))
+    return s.arrival(), [Expect("f-7", category="gpu_oom", component="gpu:f-1/2", ruled_out={"net", "hw"},
+                                ckpt_step=None, lost_gpu_hours=_gh(8, 15 * MIN))]
+
+
+@scenario
+def nvlink_errors_then_xid74():
+    """NVLink CRC/replay errors climb on GPU 3 of the first node, then XID 74; the ranks time
+    out in the next all-reduce."""
+    s = Story("nvl")
+    nodes = ["nv-1", "nv-2"]
+    _pair(s, nodes, "nv-leaf", "nv")
+    a = s.run("nv-20", 0, nodes, 8, 0, 33 * MIN, "failed", exit_code=1)
+    st = s.heartbeat(a, 30 * SEC, 15 * MIN, 30 * SEC, ranks="zero")
+    s.ckpt(a, 15 * MIN + 30 * SEC, st, f"/ckpt/nv-20/{st}")
+    s.heartbeat(a, 16 * MIN, 21 * MIN, 30 * SEC, ranks="zero", step0=st)
+    s.xid("nv-1", 21 * MIN + 10 * SEC, 3, 74, "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)")
+    for r in range(16):
+        s.say(a, 31 * MIN + 15 * SEC + r * 20, nccl_watchdog(r, timeout_ms=600_000), rank=r)
+    _clean(s, nodes, "nv-leaf", -5 * MIN, 35 * MIN,
+           gpu_tweak=lambda n: (lambda t, g: {"nvlink_errors": max(0, (t - 18 * MIN) // 1000) * 3}
+                                if n == "nv-1" and g == 3 else None))
+    return s.arrival(), [Expect("nv-20", category="gpu_nvlink", component="gpu:nv-1/3", ruled_out={"net", "hw", "storage"},
+                                ckpt_step=st, lost_gpu_hours=_gh(16, 33 * MIN - (15 * MIN + 30 * SEC)))]
+
+
+@scenario
+def same_gpu_fails_again_on_retry():
+    """A lemon GPU: XID 94 (contained ECC error) kills attempt 0; the job is requeued on the
+    same nodes and the same GPU fails again with XID 95. Both gpu_hardware on that GPU; the
+    first incident's retry names the same nodes."""
+    s = Story("lemon")
+    nodes = ["l-1", "l-2"]
+    _pair(s, nodes, "l-leaf", "l")
+    a = s.run("l-500", 0, nodes, 8, 0, 20 * MIN, "failed", exit_code=1)
+    st = s.heartbeat(a, 30 * SEC, 10 * MIN, 30 * SEC, ranks="zero")
+    s.ckpt(a, 10 * MIN + 20 * SEC, st, f"/ckpt/l-500/{st}")
+    s.heartbeat(a, 11 * MIN, 19 * MIN, 30 * SEC, ranks="zero", step0=st)
+    s.xid("l-2", 19 * MIN + 20 * SEC, 7, 94, "Contained: SM (0x1). RST: No, D-RST: No")
+    s.say(a, 19 * MIN + 21 * SEC, traceback("RuntimeError: CUDA error: uncorrectable ECC error encountered"), rank=15)
+    b = s.run("l-500", 1, nodes, 8, 25 * MIN, 40 * MIN, "failed", exit_code=1)
+    s.heartbeat(b, 26 * MIN, 39 * MIN, 30 * SEC, ranks="zero", step0=st)
+    s.xid("l-2", 39 * MIN + 10 * SEC, 7, 95, "Uncontained: FBHUB. RST: Yes, D-RST: No")
+    _clean(s, nodes, "l-leaf", -5 * MIN, 42 * MIN)
+    return s.arrival(), [Expect("l-500", category="gpu_hardware", component="gpu:l-2/7", ckpt_step=st,
+                                lost_gpu_hours=_gh(16, 20 * MIN - (10 * MIN + 20 * SEC)), retry_same_nodes=True,
+                                ruled_out={"net", "hw", "storage"}),
+                         Expect("l-500", attempt=1, category="gpu_hardware", component="gpu:l-2/7", ckpt_step=None,
+                                lost_gpu_hours=_gh(16, 15 * MIN))]
+
+
+@scenario
+def bmc_inlet_temperature_critical_but_user_bug():
+    """The BMC of a job node reports its inlet temperature critical (a CRAC unit hiccup) while
+    the job dies of a TypeError; the node keeps running. Application."""
+    s = Story("inlet")
+    nodes = ["i-1", "i-2"]
+    _pair(s, nodes, "i-leaf", "i")
+    a = s.run("i-3", 0, nodes, 8, 0, 14 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 13 * MIN, 30 * SEC, ranks="zero")
+    s.emit("hw.sensor", 12 * MIN, {"sensor": "Inlet Temp", "type": "temperature", "value": 43.0, "unit": "C",
+                                   "status": "critical"}, node="i-1", source="redfish@i-1-bmc")
+    s.say(a, 13 * MIN + 30 * SEC, traceback("TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'"), rank=4)
+    _clean(s, nodes, "i-leaf", -5 * MIN, 16 * MIN)
+    return s.arrival(), [Expect("i-3", category="application", component="job:i-3", ruled_out={"net", "gpu", "storage"},
+                                ckpt_step=None, lost_gpu_hours=_gh(16, 14 * MIN))]
+
+
+@scenario
+def dataset_mount_goes_stale_and_loader_hangs():
+    """The dataset NFS mount goes stale on one node; its dataloader workers block, the job
+    stops making progress (no checkpoint in flight) and is cancelled. storage_unavailable on
+    /datasets, not the checkpoint mount."""
+    s = Story("stale")
+    nodes = ["d-1", "d-2"]
+    _pair(s, nodes, "d-leaf", "d", mounts=(("/datasets", "nfs", "d-data"), ("/ckpt", "nfs", "d-ckpt")))
+    a = s.run("d-31", 0, nodes, 8, 0, 60 * MIN, "cancelled", exit_code=None)
+    st = s.heartbeat(a, 30 * SEC, 15 * MIN, 30 * SEC, ranks="zero")
+    s.ckpt(a, 15 * MIN + 20 * SEC, st, f"/ckpt/d-31/{st}")
+    s.heartbeat(a, 16 * MIN, 24 * MIN, 30 * SEC, ranks="zero", step0=st)
+    s.mount_state("d-2", "/datasets", 23 * MIN + 50 * SEC, "stale", "Stale file handle")
+    _clean(s, nodes, "d-leaf", -5 * MIN, 62 * MIN, mount="/ckpt")
+    return s.arrival(), [Expect("d-31", category="storage_unavailable", component="path:/datasets",
+                                ruled_out={"gpu", "net", "hw"}, ckpt_step=st,
+                                lost_gpu_hours=_gh(16, 24 * MIN - (15 * MIN + 20 * SEC)))]
+
+
+@scenario
+def host_nic_counters_flap_on_job_node():
+    """Host-side NIC counters (net.port from the node agent, device = the NIC) show the
+    uplink of the second node going down and up; the job's ranks then fail. The culprit is
+    the switch port that NIC is cabled to."""
+    s = Story("hostnic")
+    nodes = ["h-1", "h-2"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("eth2", "h-tor", f"Ethernet{i + 9}", "h-pod")], [])
+        s.stack(n, driver="550.54.15")
+    a = s.run("h-12", 0, nodes, 8, 0, 22 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 19 * MIN + 30 * SEC, 30 * SEC, ranks="zero")
+
+    def nic(n):
+        return lambda t: {"oper_status": "down"} if n == "h-2" and (19 * MIN + 40 * SEC <= t <= 20 * MIN + 10 * SEC) else None
+    for n in nodes:
+        s.switch_port("eth2", "1", -5 * MIN, 24 * MIN, 10 * SEC, node=n, tweak=nic(n))
+        s.gpus(n, 8, -5 * MIN, 24 * MIN, 30 * SEC)
+    s.say(a, 20 * MIN + 30 * SEC, "[Rank 3] NCCL WARN socket.cc:50 NET/Socket : Connection closed by remote peer "
+          "h-2<44120>", rank=3)
+    s.say(a, 21 * MIN, traceback("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote "
+                                 "process exited or there was a network error"), rank=3)
+    return s.arrival(), [Expect("h-12", category="network_link", component="port:h-tor/Ethernet10",
+                                ruled_out={"gpu"}, ckpt_step=None, lost_gpu_hours=_gh(16, 22 * MIN))]
+
+
+@scenario
+def xid79_seen_only_in_the_kernel_log():
+    """A site without a gpu.xid collector: the XID 79 reaches faultline only as a kernel log
+    line of the job's node (runtime.log, stream kernel), before the other ranks time out."""
+    s = Story("kxid")
+    nodes = ["kx-1", "kx-2"]
+    _pair(s, nodes, "kx-leaf", "kx")
+    a = s.run("kx-4", 0, nodes, 8, 0, 31 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 20 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 20 * MIN + 15 * SEC, "NVRM: Xid (PCI:0000:cb:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
+          "the bus.", node="kx-2", stream="kernel")
+    s.say(a, 20 * MIN + 15 * SEC + 5, "NVRM: GPU 0000:cb:00.0: GPU has fallen off the bus.", node="kx-2", stream="kernel")
+    for r in range(8):
+        s.say(a, 30 * MIN + 20 * SEC + r * 30, nccl_watchdog(r, timeout_ms=600_000), rank=r)
+    _clean(s, nodes, "kx-leaf", -5 * MIN, 33 * MIN, gpu_every=60 * SEC)
+    return s.arrival(), [Expect("kx-4", categories=("gpu_hardware",), symptom_starts="nccl_timeout on rank 0",
+                                ruled_out={"net", "hw", "storage"}, ckpt_step=None, lost_gpu_hours=_gh(16, 31 * MIN))]
+
+
+@scenario
+def torch_save_write_fails_on_full_disk():
+    """torch.save to a local NVMe that is full: PyTorch reports only 'PytorchStreamWriter failed
+    writing file ... file write failed' (no errno text); the node's mount sample says 100 %."""
+    s = Story("nvmefull")
+    nodes = ["nv-local-1"]
+    s.attach(nodes[0], [("mlx5_0", "nl-leaf", "swp1", "nl")], [("/local_nvme", "xfs", None)])
+    s.stack(nodes[0], driver="550.54.15")
+    a = s.run("nl-2", 0, nodes, 8, 0, 41 * MIN, "failed", exit_code=1)
+    st = s.heartbeat(a, 30 * SEC, 20 * MIN, 30 * SEC, ranks="zero")
+    s.ckpt(a, 20 * MIN + 20 * SEC, st, f"/local_nvme/ckpt/{st}.pt")
+    st2 = s.heartbeat(a, 21 * MIN, 40 * MIN, 30 * SEC, ranks="zero", step0=st)
+    s.ckpt(a, 40 * MIN + 40 * SEC, st2, f"/local_nvme/ckpt/{st2}.pt", "failed",
+           error="[enforce fail at inline_container.cc:595] . PytorchStreamWriter failed writing file data/117: file write failed")
+    s.say(a, 40 * MIN + 41 * SEC, traceback("RuntimeError: [enforce fail at inline_container.cc:595] . PytorchStreamWriter "
+                                            "failed writing file data/117: file write failed"), rank=0)
+    s.gpus(nodes[0], 8, -5 * MIN, 43 * MIN, 30 * SEC)
+    s.mount(nodes[0], "/local_nvme", -5 * MIN, 43 * MIN, 60 * SEC, fs="xfs",
+            tweak=lambda t: {"used_pct": min(100.0, 90.0 + max(0, t - 25 * MIN) / MIN)})
+    return s.arrival(), [Expect("nl-2", category="storage_full", component="path:/local_nvme", ruled_out={"gpu"},
+                                ckpt_step=st, lost_gpu_hours=_gh(8, 41 * MIN - (20 * MIN + 20 * SEC)))]
+
+
+@scenario
+def k8s_container_oom_killed():
+    """A Kubernetes pod exceeds its memory limit: the runtime reports the container
+    OOM-killed on its node, the job fails with exit 137; no kernel log is shipped."""
+    s = Story("podoom")
+    nodes = ["gke-pool-a-1", "gke-pool-a-2"]
+    _pair(s, nodes, "gke-leaf", "gke", mounts=())
+    a = s.run("sft-po-2", 0, nodes, 4, 0, 12 * MIN, "failed", exit_code=137, source="kube-apiserver")
+    s.heartbeat(a, 30 * SEC, 11 * MIN, 30 * SEC, ranks="zero")
+    s.container(a, 11 * MIN + 20 * SEC, "gke-pool-a-1", "oom_killed", 137)
+    s.say(a, 11 * MIN + 40 * SEC, "[Rank 5] NCCL WARN socket.cc:50 NET/Socket : Connection closed by remote peer", rank=5)
+    _clean(s, nodes, "gke-leaf", -5 * MIN, 14 * MIN, gpn=4, mount=None, bmc=False)
+    return s.arrival(), [Expect("sft-po-2", category="host_oom", component="node:gke-pool-a-1",
+                                ruled_out={"gpu", "net"}, not_ruled_out={"hw", "storage"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(8, 12 * MIN))]
