@@ -6,7 +6,7 @@ corpus. The corpus is the simulator's output when ``--file`` is given (e.g. from
 switch-port, RDMA and storage telemetry every 10-30 s, jobs with per-rank progress, and a
 few faults (mostly samples that only update counters, like real traffic).
 
-    .venv/bin/python bench/streams.py [--nodes 64] [--minutes 60] [--file events.jsonl]
+    .venv/bin/python bench/streams.py [--nodes 64] [--minutes 60] [--file events.jsonl | --sim mixed]
 """
 
 from __future__ import annotations
@@ -139,6 +139,10 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--minutes", type=int, default=60)
     ap.add_argument("--file", help="a JSON-lines corpus (.jsonl or .jsonl.zst) instead of the synthetic one")
+    ap.add_argument("--sim", metavar="SCENARIO",
+                    help="the simulator's output for SCENARIO (seed 2, first --limit events) instead of the synthetic "
+                         "corpus: heavier events (every RDMA counter, sensors, storage, logs)")
+    ap.add_argument("--limit", type=int, default=400_000, help="events taken from --sim (default 400,000)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--accuracy", action="store_true", help="run every simulator scenario and print the per-category table")
     ap.add_argument("--seeds", default="1", help="comma-separated seeds for --accuracy")
@@ -162,6 +166,11 @@ def main() -> int:
         fh = _open(args.file)
         lines = [ln for batch in _lines(fh) for ln in batch if ln.strip()]
         src = args.file
+    elif args.sim:
+        from faultline.producers.simulate import simulate
+
+        lines = simulate(args.sim, seed=2)[0][: args.limit]
+        src = f"simulator {args.sim} seed 2, first {len(lines)} events"
     else:
         lines = synth(args.nodes, args.minutes)
         src = f"synthetic {args.nodes} nodes x {args.minutes} min"
