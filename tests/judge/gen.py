@@ -1,0 +1,1646 @@
+"""The judge's own event generator (helper J).
+
+Written from the public contract (../shared/spec/events.md) and from how real
+clusters behave, WITHOUT reading the project's simulator, detectors or
+correlation code: it builds event files the way a different vendor's pipeline
+would (other node / switch / mount / job naming, other sampling intervals,
+missing telemetry layers, extra unknown fields, out-of-order and duplicated
+delivery, log lines in the formats the real software prints).
+
+Each scenario returns a ``Scenario``: the events and the labelled expectations
+(one per interrupted job attempt; jobs that must have NO incident).
+
+    python tests/judge/gen.py --out /tmp/helperJ        # write every scenario's .jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+SEC = 1000
+MIN = 60 * SEC
+HOUR = 60 * MIN
+T0 = 1773475200000  # 2026-03-14T08:00:00Z
+
+# PCI bus ids of the 8 GPUs of an HGX/DGX A100/H100 board as nvidia-smi prints them
+PCI = ["00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0",
+       "00000000:87:00.0", "00000000:90:00.0", "00000000:B7:00.0", "00000000:BD:00.0"]
+
+
+def kbus(gpu: int) -> str:
+    """The bus id as the NVRM kernel line prints it: 0000:4e:00."""
+    return PCI[gpu][4:14].lower()
+
+
+def xid_line(gpu: int, xid: int, pid, text: str, name: str = "python3") -> str:
+    if pid is None:
+        return f"NVRM: Xid (PCI:{kbus(gpu)}): {xid}, pid='<unknown>', name=<unknown>, {text}"
+    return f"NVRM: Xid (PCI:{kbus(gpu)}): {xid}, pid={pid}, name={name}, {text}"
+
+
+def torch_ts(ts: int) -> str:
+    """glog-style stamp PyTorch's c10 logging prints: E0314 09:17:43.512345678."""
+    import datetime as _dt
+    d = _dt.datetime.fromtimestamp(ts / 1000, _dt.timezone.utc)
+    return f"{d.month:02d}{d.day:02d} {d:%H:%M:%S}.{(ts % 1000) * 1000000:09d}"
+
+
+def iso(ts: int) -> str:
+    import datetime as _dt
+    return _dt.datetime.fromtimestamp(ts / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def watchdog_lines(rank: int, ts: int, seq: int, op: str = "ALLREDUCE", numel: int = 262144000,
+                   timeout_ms: int = 600000) -> str:
+    st = torch_ts(ts)
+    return (
+        f"[rank{rank}]:[E{st} ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, "
+        f"Timeout(ms)={timeout_ms}) ran for {timeout_ms + 37} milliseconds before timing out.\n"
+        f"[rank{rank}]:[E{st} ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] "
+        f"Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued "
+        f"NCCL work: {seq + 1}, last completed NCCL work: {seq - 1}."
+    )
+
+
+def child_failed(script: str, ts: int, host: str, rank: int, local: int, exitcode: int, pid: int,
+                 sig: str | None = None) -> str:
+    tb = f"Signal {-exitcode} ({sig}) received by PID {pid}" if sig else \
+        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/bin/torchrun", line 8, in <module>\n'
+        "    sys.exit(main())\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/run.py", line 892, in main\n'
+        "    run(args)\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 263, in launch_agent\n'
+        "    raise ChildFailedError(\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+        f"{script} FAILED\n"
+        "------------------------------------------------------------\n"
+        "Failures:\n  <NO_OTHER_FAILURES>\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n[0]:\n"
+        f"  time      : {iso(ts).replace('T', '_')}\n"
+        f"  host      : {host}\n"
+        f"  rank      : {rank} (local_rank: {local})\n"
+        f"  exitcode  : {exitcode} (pid: {pid})\n"
+        "  error_file: <N/A>\n"
+        f"  traceback : {tb}\n"
+        "============================================================"
+    )
+
+
+# --------------------------------------------------------------------------- model
+
+@dataclass
+class Job:
+    id: str
+    attempt: int
+    nodes: list[str]
+    gpn: int
+    start: int
+    end: int | None
+    state: str
+    image: str | None
+    ckpts: list = field(default_factory=list)      # (ts, phase, step, path)
+    progress: list = field(default_factory=list)   # (ts, step)
+
+    @property
+    def gpus(self) -> int:
+        return len(self.nodes) * self.gpn
+
+    def rank(self, node: str, local: int) -> int:
+        return self.nodes.index(node) * self.gpn + local
+
+    def ranks(self) -> dict:
+        return {str(i * self.gpn + g): n for i, n in enumerate(self.nodes) for g in range(self.gpn)}
+
+    def last_ok(self, before: int | None = None):
+        ok = [c for c in self.ckpts if c[1] == "succeeded" and (before is None or c[0] <= before)]
+        return max(ok, key=lambda c: c[0]) if ok else None
+
+    def last_progress(self) -> int | None:
+        return self.progress[-1][0] if self.progress else None
+
+
+@dataclass
+class Expect:
+    job: str
+    attempt: int
+    category: str | set
+    component: str | set | None      # None: do not check
+    job_obj: Job | None = None
+    ckpt_step: int | None | str = "auto"   # "auto": from job_obj.last_ok(); None: expect null
+    failure_ts: set | None = None      # acceptable failure_ts values (ms), checked +-2 s
+    retry_attempt: int | None = None
+    note: str = ""
+
+
+@dataclass
+class Scenario:
+    name: str
+    story: str
+    events: list
+    expect: list[Expect]
+    healthy: list[tuple[str, int]]       # (job, attempt) that must have NO incident
+    gen: "Gen"
+
+    def write(self, path: Path) -> Path:
+        self.gen.write(path, self.events)
+        return path
+
+
+class Gen:
+    """Collects events; one instance per scenario (deterministic from the seed)."""
+
+    def __init__(self, seed: int, *, dup_rate=0.02, jitter_ms=3000, extra_rate=0.05):
+        self.rng = random.Random(seed)
+        self.events: list[dict] = []
+        self.dup_rate = dup_rate
+        self.jitter_ms = jitter_ms
+        self.extra_rate = extra_rate
+        self.counters: dict = {}
+
+    # ---------------------------------------------------------------- envelope
+    def _id(self) -> str:
+        h = f"{self.rng.getrandbits(128):032x}"
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
+
+    def ev(self, kind, ts, data, *, node=None, job=None, source="agent", tenant=None):
+        e = {"v": 1, "id": self._id(), "ts": int(ts), "kind": kind, "source": source,
+             "node": node, "job": job, "tenant": tenant, "data": data}
+        self.events.append(e)
+        return e
+
+    # ---------------------------------------------------------------- inventory
+    def inventory(self, node, ts, versions: dict, links: list, storage: list):
+        self.ev("inventory.versions", ts, dict(versions), node=node, source=f"inv-agent@{node}")
+        self.ev("inventory.topology", ts + 200, {"links": links, "storage": storage}, node=node,
+                source=f"inv-agent@{node}")
+
+    def change(self, node, ts, component, frm, to, actor="ansible-awx", ticket=None):
+        self.ev("inventory.change", ts, {"component": component, "from": frm, "to": to,
+                                         "actor": actor, "ticket": ticket}, node=node,
+                source=f"cmdb@{actor}")
+
+    # ---------------------------------------------------------------- GPU telemetry
+    def gpus(self, nodes, t_from, t_to, interval, *, ngpu=8, busy=None, mods: list[Callable] = (),
+             mem_total=81920, src="dcgm-exporter"):
+        """gpu.sample of every GPU of ``nodes`` every ``interval`` ms.
+        busy: {node: [(start, end), ...]} when the GPUs run a job (else idle).
+        mods: f(node, gpu, ts, data, state) -> False to drop the sample."""
+        rng = self.rng
+        for node in nodes:
+            phase = rng.randrange(interval)
+            for g in range(ngpu):
+                st = self.counters.setdefault(("gpu", node, g), {
+                    "sbe": rng.choice([0, 0, 0, 2, 17, 140]), "dbe": 0, "nvl": 0, "pcie": rng.choice([0, 0, 3])})
+                uuid = f"GPU-{zlib.crc32(f'{node}/{g}'.encode()):08x}-5b1c-{g:04x}-9a3e-{zlib.crc32(node.encode()):012d}"
+                t = t_from + phase
+                while t < t_to:
+                    run = busy and any(a <= t < b for a, b in busy.get(node, ()))
+                    if rng.random() < 0.0005:
+                        st["sbe"] += 1
+                    d = {"gpu": g, "uuid": uuid,
+                         "util_pct": rng.randint(93, 100) if run else 0,
+                         "mem_used_mib": rng.randint(61000, 70500) if run else 4,
+                         "mem_total_mib": mem_total,
+                         "temp_c": rng.randint(58, 71) if run else rng.randint(31, 36),
+                         "power_w": round(rng.uniform(290, 395) if run else rng.uniform(55, 62), 1),
+                         "sm_clock_mhz": 1410 if run else 210,
+                         "throttle": (["sw_power_cap"] if run and rng.random() < 0.15 else []),
+                         "ecc_sbe": st["sbe"], "ecc_dbe": st["dbe"], "nvlink_errors": st["nvl"],
+                         "pcie_replay": st["pcie"]}
+                    keep = True
+                    for m in mods:
+                        if m(node, g, t, d, st) is False:
+                            keep = False
+                    if keep:
+                        d["ecc_sbe"], d["ecc_dbe"], d["nvlink_errors"], d["pcie_replay"] = \
+                            st["sbe"], st["dbe"], st["nvl"], st["pcie"]
+                        self.ev("gpu.sample", t, d, node=node, source=f"{src}@{node}")
+                    t += interval + rng.randint(-150, 150)
+
+    def xid(self, node, ts, gpu, xid, text, *, pid=None, name="python3", kernel_log_job=None,
+            gpu_field=True, rank=None):
+        msg = xid_line(gpu, xid, pid, text, name)
+        self.ev("gpu.xid", ts, {"gpu": gpu if gpu_field else None, "pci": PCI[gpu], "xid": xid,
+                                "pid": pid, "message": msg}, node=node, source=f"kmsg-watch@{node}")
+        if kernel_log_job:
+            self.ev("runtime.log", ts + 40, {"rank": None, "stream": "kernel", "message": msg},
+                    node=node, job=kernel_log_job, source=f"fluent-bit@{node}")
+
+    # ---------------------------------------------------------------- BMC
+    def bmc(self, nodes, t_from, t_to, interval, *, mods: list[Callable] = ()):
+        rng = self.rng
+        sensors = [("Inlet Temp", "temperature", "degrees C", 23.0, 1.0),
+                   ("CPU1 Temp", "temperature", "degrees C", 52.0, 4.0),
+                   ("PSU1 Input Power", "power", "Watts", 2950.0, 80.0),
+                   ("Fan1A", "fan", "RPM", 9800.0, 300.0),
+                   ("VCORE CPU0", "voltage", "Volts", 1.79, 0.01)]
+        for node in nodes:
+            t = t_from + rng.randrange(interval)
+            while t < t_to:
+                for name, typ, unit, mu, sd in sensors:
+                    d = {"sensor": name, "type": typ, "value": round(rng.gauss(mu, sd), 2),
+                         "unit": unit, "status": "ok"}
+                    keep = True
+                    for m in mods:
+                        if m(node, t, d) is False:
+                            keep = False
+                    if keep:
+                        self.ev("hw.sensor", t, d, node=node, source=f"redfish@{node}-bmc")
+                t += interval
+
+    def sel(self, node, ts, severity, sensor_type, message, message_id=None):
+        self.ev("hw.sel", ts, {"entry_id": str(self.rng.randint(100, 9999)), "severity": severity,
+                               "sensor_type": sensor_type, "message_id": message_id,
+                               "message": message}, node=node, source=f"redfish@{node}-bmc")
+
+    # ---------------------------------------------------------------- network
+    def ports(self, links, t_from, t_to, interval, *, mods: list[Callable] = (), speed=400000,
+              src="gnmi"):
+        """links: [(device, port, node_or_None)]; net.port counters."""
+        rng = self.rng
+        for device, port, node in links:
+            st = self.counters.setdefault(("port", device, port), {
+                "in_errors": rng.choice([0, 0, 4]), "out_errors": 0, "in_discards": rng.randint(0, 40),
+                "out_discards": rng.randint(0, 40), "in_octets": rng.randint(10**12, 10**13),
+                "out_octets": rng.randint(10**12, 10**13)})
+            t = t_from + rng.randrange(interval)
+            while t < t_to:
+                st["in_octets"] += int(rng.uniform(1e9, 3e9) * interval / 1000)
+                st["out_octets"] += int(rng.uniform(1e9, 3e9) * interval / 1000)
+                if rng.random() < 0.01:
+                    st["in_discards"] += rng.randint(1, 3)
+                d = {"device": device, "port": port, "oper_status": "up", "speed_mbps": speed}
+                keep = True
+                for m in mods:
+                    if m(device, port, t, d, st) is False:
+                        keep = False
+                if keep:
+                    d.update({k: st[k] for k in ("in_errors", "out_errors", "in_discards",
+                                                  "out_discards", "in_octets", "out_octets")})
+                    self.ev("net.port", t, d, node=node, source=f"{src}@{device}")
+                t += interval
+
+    def link(self, device, port, node, ts, state, src="snmptrapd"):
+        self.ev("net.link", ts, {"device": device, "port": port, "state": state}, node=node,
+                source=f"{src}@{device}")
+
+    def rdma(self, nodes, t_from, t_to, interval, *, hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"),
+             mods: list[Callable] = ()):
+        rng = self.rng
+        for node in nodes:
+            for hca in hcas:
+                st = self.counters.setdefault(("rdma", node, hca), {
+                    "link_downed": 0, "symbol_error": 0, "port_rcv_errors": 0,
+                    "local_ack_timeout_err": rng.randint(0, 3), "out_of_sequence": rng.randint(0, 50),
+                    "packet_seq_err": rng.randint(0, 10), "np_cnp_sent": rng.randint(0, 10**5),
+                    "rp_cnp_handled": rng.randint(0, 10**5), "np_ecn_marked_roce_packets": rng.randint(0, 10**5),
+                    "port_xmit_data": rng.randint(10**12, 10**13), "port_rcv_data": rng.randint(10**12, 10**13),
+                    "port_xmit_wait": rng.randint(10**6, 10**7)})
+                t = t_from + rng.randrange(interval)
+                while t < t_to:
+                    s = interval / 1000
+                    st["np_cnp_sent"] += int(rng.uniform(0, 40) * s)        # normal RoCE background
+                    st["rp_cnp_handled"] += int(rng.uniform(0, 40) * s)
+                    st["np_ecn_marked_roce_packets"] += int(rng.uniform(0, 50) * s)
+                    st["port_xmit_data"] += int(rng.uniform(5e8, 1.2e9) * s)
+                    st["port_rcv_data"] += int(rng.uniform(5e8, 1.2e9) * s)
+                    st["port_xmit_wait"] += int(rng.uniform(1e3, 1e4) * s)
+                    if rng.random() < 0.02:
+                        st["out_of_sequence"] += 1
+                    keep = True
+                    for m in mods:
+                        if m(node, hca, t, st) is False:
+                            keep = False
+                    if keep:
+                        self.ev("net.rdma", t, {"device": hca, "port": 1, "counters": dict(st)}, node=node,
+                                source=f"rdma-exporter@{node}")
+                    t += interval
+
+    # ---------------------------------------------------------------- storage
+    def storage(self, nodes, path, fs_type, t_from, t_to, interval, *, used=61.0,
+                mods: list[Callable] = ()):
+        rng = self.rng
+        for node in nodes:
+            t = t_from + rng.randrange(interval)
+            while t < t_to:
+                d = {"path": path, "fs_type": fs_type, "read_iops": rng.randint(300, 2500),
+                     "write_iops": rng.randint(50, 400), "read_mbps": round(rng.uniform(200, 900), 1),
+                     "write_mbps": round(rng.uniform(20, 300), 1),
+                     "read_lat_ms": round(rng.uniform(0.4, 2.5), 2), "write_lat_ms": round(rng.uniform(0.8, 4.0), 2),
+                     "queue_depth": rng.randint(0, 6), "used_pct": round(used + rng.uniform(-0.05, 0.05), 2)}
+                keep = True
+                for m in mods:
+                    if m(node, t, d) is False:
+                        keep = False
+                if keep:
+                    self.ev("storage.sample", t, d, node=node, source=f"node-exporter@{node}")
+                t += interval
+
+    def mount(self, node, ts, path, state, error=None):
+        self.ev("storage.mount", ts, {"path": path, "state": state, "error": error}, node=node,
+                source=f"mount-watch@{node}")
+
+    # ---------------------------------------------------------------- scheduler + runtime
+    def job(self, jid, nodes, *, gpn=8, start, end, state, attempt=0, submit=None, image=None,
+            name="train", user="alice", tenant=None, exit_code=None, signal=None, reason=None,
+            step_time=1.4, progress_every=60 * SEC, first_step=0, ckpt_every=30 * MIN,
+            ckpt_dir="/lustre/scratch/ckpt", ckpt_dur=45 * SEC, ckpt_fmt="global_step{step}",
+            stop_at=None, ckpt_fail: dict | None = None, init=150 * SEC, progress_rank=0,
+            src="slurmctld@head01", emit_end=True, step_time_fn=None) -> Job:
+        j = Job(jid, attempt, list(nodes), gpn, start, end, state, image)
+        base = {"attempt": attempt, "nodes": list(nodes), "gpus": len(nodes) * gpn, "ranks": j.ranks(),
+                "image": image, "name": name, "user": user}
+        sub = submit if submit is not None else start - 95 * SEC
+        self.ev("sched.job", sub, dict(base, state="pending", exit_code=None, signal=None, start_ts=None,
+                                       end_ts=None, reason="Priority"), job=jid, source=src, tenant=tenant)
+        self.ev("sched.job", start, dict(base, state="running", exit_code=None, signal=None, start_ts=start,
+                                         end_ts=None, reason=None), job=jid, source=src, tenant=tenant)
+        if end is not None and emit_end:
+            self.ev("sched.job", end, dict(base, state=state, exit_code=exit_code, signal=signal,
+                                           start_ts=start, end_ts=end, reason=reason),
+                    job=jid, source=src, tenant=tenant)
+        # progress + checkpoints
+        halt = min(x for x in (stop_at, end) if x is not None) if (stop_at or end) else start + 6 * HOUR
+        t = start + init
+        step = first_step
+        next_ck = t + ckpt_every
+        rng = self.rng
+        while t < halt:
+            st = step_time_fn(t) if step_time_fn else step_time
+            st = st * rng.uniform(0.97, 1.03)
+            self.ev("runtime.progress", t, {"rank": progress_rank, "step": step, "step_time_s": round(st, 3),
+                                            "samples_per_s": round(1024 / st, 1)}, job=jid,
+                    source=f"trainer@{nodes[0]}", tenant=tenant)
+            j.progress.append((t, step))
+            nt = t + progress_every
+            if next_ck <= nt and next_ck < halt:
+                ck_step = step + int((next_ck - t) / 1000 / st)
+                path = f"{ckpt_dir}/{ckpt_fmt.format(step=ck_step)}"
+                self.ev("runtime.checkpoint", next_ck, {"phase": "started", "step": ck_step, "path": path,
+                                                        "bytes": None, "duration_s": None, "error": None},
+                        job=jid, source=f"trainer@{nodes[0]}", tenant=tenant)
+                j.ckpts.append((next_ck, "started", ck_step, path))
+                done = next_ck + ckpt_dur
+                if ckpt_fail and ck_step in ckpt_fail:
+                    err = ckpt_fail[ck_step]
+                    self.ev("runtime.checkpoint", done, {"phase": "failed", "step": ck_step, "path": path,
+                                                         "bytes": None, "duration_s": ckpt_dur / 1000,
+                                                         "error": err}, job=jid,
+                            source=f"trainer@{nodes[0]}", tenant=tenant)
+                    j.ckpts.append((done, "failed", ck_step, path))
+                elif done < halt:
+                    self.ev("runtime.checkpoint", done, {"phase": "succeeded", "step": ck_step, "path": path,
+                                                         "bytes": 14_837_202_944, "duration_s": ckpt_dur / 1000,
+                                                         "error": None}, job=jid,
+                            source=f"trainer@{nodes[0]}", tenant=tenant)
+                    j.ckpts.append((done, "succeeded", ck_step, path))
+                next_ck += ckpt_every
+                nt = max(nt, done + 5 * SEC) if done < halt else nt
+            step += int((nt - t) / 1000 / st)
+            t = nt
+        return j
+
+    def log(self, job: Job | str, ts, message, *, rank=None, stream="stderr", node=None, tenant=None):
+        jid = job.id if isinstance(job, Job) else job
+        if node is None and isinstance(job, Job) and rank is not None:
+            node = job.nodes[rank // job.gpn]
+        self.ev("runtime.log", ts, {"rank": rank, "stream": stream, "message": message}, node=node,
+                job=jid, source=f"fluent-bit@{node or 'ctl'}", tenant=tenant)
+
+    def sched_node(self, node, ts, state, reason=None, src="slurmctld@head01"):
+        self.ev("sched.node", ts, {"state": state, "reason": reason}, node=node, source=src)
+
+    # ---------------------------------------------------------------- delivery
+    def write(self, path: Path, events: list | None = None) -> Path:
+        """Deliver like a real bus: slightly out of order (< jitter), some duplicates,
+        some unknown extra fields (envelope and data)."""
+        rng = random.Random(len(self.events))
+        evs = events if events is not None else self.events
+        keyed = []
+        for e in evs:
+            if rng.random() < self.extra_rate:
+                e = dict(e)
+                e["x_cluster"] = "eu-west-ams2"
+                if e["kind"] != "inventory.versions":     # that one is a str -> str map
+                    e["data"] = dict(e["data"], vendor_ext={"collector_version": "3.4.1", "seq": rng.randint(1, 10**6)})
+            k = e["ts"] + rng.uniform(0, self.jitter_ms)
+            keyed.append((k, e))
+            if rng.random() < self.dup_rate:
+                keyed.append((k + rng.uniform(0, 2000), e))
+        keyed.sort(key=lambda x: x[0])
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as f:
+            for _, e in keyed:
+                f.write(json.dumps(e, separators=(",", ":")) + "\n")
+        return path
+
+
+# =========================================================================== helpers
+
+def dgx(i: int) -> str:
+    return f"dgx-a100-{i:03d}"
+
+
+def roce_links(nodes, leaf_of, port_of, seg_of, hcas=("mlx5_0",)):
+    return {n: [{"nic": h, "switch": leaf_of(n), "port": port_of(n, h), "segment": seg_of(n)} for h in hcas]
+            for n in nodes}
+
+
+def std_inventory(g: Gen, nodes, ts, *, links: dict, storage: list, versions: dict | None = None,
+                  per_node: dict | None = None):
+    base = versions or {"driver": "550.90.07", "cuda": "12.4", "nccl": "2.21.5", "gpu_firmware": "96.00.89.00.01",
+                        "bmc_firmware": "24.04.10", "bios": "1.8.2", "kernel": "5.15.0-119-generic",
+                        "os": "Ubuntu 22.04.4 LTS", "ofed": "MLNX_OFED_LINUX-24.04-0.7.0.0",
+                        "container_runtime": "containerd 1.7.18"}
+    for n in nodes:
+        v = dict(base, **((per_node or {}).get(n, {})))
+        g.inventory(n, ts, v, links.get(n, []), storage)
+
+
+def stop_after(node_sel, t_stop, gpu_sel=None):
+    """gpu mod: no samples from the selected GPU(s) after t_stop (fallen off the bus / node down)."""
+    def m(node, gpu, ts, d, st):
+        if node == node_sel and ts >= t_stop and (gpu_sel is None or gpu == gpu_sel):
+            return False
+    return m
+
+
+def idle_after(job: Job, t_end):
+    def m(node, gpu, ts, d, st):
+        if node in job.nodes and ts >= t_end:
+            d.update(util_pct=0, mem_used_mib=4, power_w=round(58 + gpu * 0.3, 1), sm_clock_mhz=210,
+                     temp_c=35, throttle=[])
+    return m
+
+
+def nccl_timeouts(g: Gen, job: Job, ts, ranks, seq=48213, op="ALLREDUCE"):
+    for i, r in enumerate(ranks):
+        g.log(job, ts + i * 37, watchdog_lines(r, ts + i * 37, seq, op), rank=r)
+
+
+# =========================================================================== scenarios
+
+SCENARIOS: dict[str, Callable[[], Scenario]] = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def _dgx_fabric(nodes, leaf_size=8, leaf_fmt="sw-leaf-{}", seg_fmt="leaf-{}", first_leaf=1):
+    idx = {n: i for i, n in enumerate(nodes)}
+    leaf = lambda n: leaf_fmt.format(first_leaf + idx[n] // leaf_size)
+    port = lambda n, h: f"Ethernet{4 * (idx[n] % leaf_size)}"
+    seg = lambda n: seg_fmt.format(first_leaf + idx[n] // leaf_size)
+    return leaf, port, seg
+
+
+@scenario
+def gpu_xid79_16n():
+    """XID 79 on dgx-a100-009 GPU 3 of a 16-node k8s PyTorchJob; every OTHER rank logs the NCCL
+    watchdog 10 min later; a checkpoint had started 20 s before the fault and never finished."""
+    g = Gen(79)
+    nodes = [dgx(i) for i in range(1, 21)]
+    jn = nodes[:16]
+    leaf, port, seg = _dgx_fabric(nodes)
+    links = {n: [{"nic": "mlx5_0", "switch": leaf(n), "port": f"Ethernet{4 * (i % 8)}", "segment": seg(n)}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre",
+                                                       "server": "mds01-ib"}])
+    start = T0 + 5 * MIN
+    fault = start + 150 * SEC + 80 * MIN + 20 * SEC
+    end = fault + 10 * MIN + 25 * SEC
+    j = g.job("pytorchjob-llama-7b-xk2p", jn, start=start, end=end, state="failed", exit_code=1,
+              image="nvcr.io/nvidia/pytorch:24.05-py3", user="mlops-bot", tenant="team-nlp",
+              reason="BackoffLimitExceeded", src="training-operator@kube-ctl", ckpt_every=20 * MIN,
+              stop_at=fault, ckpt_dir="/lustre/scratch/llama7b/ckpt")
+    bad = dgx(9)
+    g.gpus(nodes, T0, end + 20 * MIN, 15 * SEC, busy={n: [(start, end)] for n in jn},
+           mods=[stop_after(bad, fault, 3), idle_after(j, end)])
+    g.bmc(nodes, T0, end + 20 * MIN, 60 * SEC)
+    g.ports([(leaf(n), f"Ethernet{4 * (i % 8)}", n) for i, n in enumerate(nodes)], T0, end + 20 * MIN, 30 * SEC)
+    g.xid(bad, fault, 3, 79, "GPU has fallen off the bus.", pid=48213, kernel_log_job=j.id)
+    g.log(j, fault + 900, f"NVRM: GPU {PCI[3][4:]}: GPU has fallen off the bus.", stream="kernel", node=bad)
+    others = [r for r in range(j.gpus) if j.nodes[r // 8] != bad][::5]
+    nccl_timeouts(g, j, fault + 600 * SEC, others, seq=71243)
+    g.log(j, end - 3 * SEC, child_failed("pretrain_llama.py", end - 3 * SEC, dgx(2), 9, 1, -6, 51177, "SIGABRT"),
+          rank=None, stream="stderr", node=dgx(1))
+    return Scenario("gpu_xid79_16n", gpu_xid79_16n.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/3", j,
+                            failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_xid48_slurm_array():
+    """Slurm array task 123456_7 on 2 nodes: XID 48 (DBE) on node0042 GPU 5, ecc_dbe 0->1,
+    rank 13 dies with 'uncorrectable ECC error encountered'. No BMC collector at this site."""
+    g = Gen(48)
+    nodes = [f"node{i:04d}.cluster.local" for i in range(40, 46)]
+    jn = nodes[1:3]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-1", "port": str(10 + i), "segment": "ib-leaf-1"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 3 * MIN
+    fault = start + 62 * MIN
+    end = fault + 40 * SEC
+    j = g.job("123456_7", jn, start=start, end=end, state="failed", exit_code=1, reason="NonZeroExitCode",
+              user="bsmith", tenant="physics-ml", ckpt_every=25 * MIN, stop_at=fault,
+              ckpt_dir="/gpfs/work/bsmith/run17", ckpt_fmt="iter_{step:07d}")
+    bad = nodes[2]
+
+    def dbe(node, gpu, ts, d, st):
+        if node == bad and gpu == 5 and ts >= fault and st["dbe"] == 0:
+            st["dbe"] = 1
+    g.gpus(nodes, T0, end + 15 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn},
+           mods=[dbe, idle_after(j, end)])
+    g.rdma(nodes, T0, end + 15 * MIN, 30 * SEC, hcas=("mlx5_0",))
+    g.xid(bad, fault, 5, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the "
+          "framebuffer at partition 6, subpartition 0.", pid=220931)
+    r = j.rank(bad, 5)
+    g.log(j, fault + 1200, "Traceback (most recent call last):\n"
+          '  File "/gpfs/work/bsmith/src/train.py", line 311, in <module>\n    loss.backward()\n'
+          "RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
+          "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+          "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.", rank=r)
+    g.log(j, end - 2 * SEC, f"srun: error: {bad}: task {r}: Exited with exit code 1", stream="stderr", node=nodes[1])
+    return Scenario("gpu_xid48_slurm_array", gpu_xid48_slurm_array.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/5", j, failure_ts={end, j.last_progress()})],
+                    [], g)
+
+
+@scenario
+def gpu_xid95_uncontained_1n():
+    """Single-node 8-GPU Ray job on hgx-h100-a07: XID 95 uncontained memory error on GPU 6."""
+    g = Gen(95)
+    nodes = ["hgx-h100-a07", "hgx-h100-a08"]
+    links = {n: [{"nic": f"mlx5_{k}", "switch": "ib-leaf-7", "port": str(k + 1 + 8 * i), "segment": "su-2"}
+                 for k in range(8)] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}],
+                  versions={"driver": "560.35.03", "cuda": "12.6", "nccl": "2.23.4", "kernel": "6.8.0-45-generic"})
+    start = T0 + 2 * MIN
+    fault = start + 47 * MIN
+    end = fault + 15 * SEC
+    j = g.job("rayjob-sft-mistral-7f3c", nodes[:1], start=start, end=end, state="failed", exit_code=1,
+              src="kuberay@kube-ctl", tenant="applied-ai", user="svc-ray", ckpt_every=15 * MIN,
+              ckpt_dir="/mnt/weka/sft/mistral/checkpoints", ckpt_fmt="checkpoint-{step}", stop_at=fault,
+              image="registry.corp/ml/sft:1.9.2", progress_every=10 * SEC)
+    g.gpus(nodes, T0, end + 10 * MIN, 5 * SEC, busy={nodes[0]: [(start, end)]}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 30 * SEC)
+    g.xid(nodes[0], fault, 6, 95, "Uncontained: FBHUB. RST: Yes, D-RST: No", pid=9313)
+    g.log(j, fault + 700, "RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
+          "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", rank=6)
+    g.log(j, end - 1500, "ray.exceptions.RayTaskError(RuntimeError): ray::RayTrainWorker._RayTrainWorker__execute() "
+          "(pid=9313, ip=10.40.7.7)", rank=None, node=nodes[0])
+    return Scenario("gpu_xid95_uncontained_1n", gpu_xid95_uncontained_1n.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", "gpu:hgx-h100-a07/6", j, failure_ts={end, j.last_progress()})],
+                    [], g)
+
+
+@scenario
+def gpu_xid94_contained_2n():
+    """2-node job, 10 s sampling: XID 94 contained ECC error on GPU 2 of the second node."""
+    g = Gen(94)
+    nodes = ["gpu-b-101", "gpu-b-102", "gpu-b-103"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-12", "port": f"Ethernet{8 * i}", "segment": "pod-b"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds02"}])
+    start = T0 + 4 * MIN
+    fault = start + 38 * MIN
+    end = fault + 25 * SEC
+    j = g.job("88123", nodes[:2], start=start, end=end, state="failed", exit_code=1, ckpt_every=10 * MIN,
+              stop_at=fault, ckpt_dir="/lustre/scratch/vit/ckpt", user="dkim")
+    g.gpus(nodes, T0, end + 10 * MIN, 10 * SEC, busy={n: [(start, end)] for n in nodes[:2]}, mods=[idle_after(j, end)])
+    g.xid(nodes[1], fault, 2, 94, "Contained: SM (0x1). RST: No, D-RST: No", pid=77120, kernel_log_job=j.id)
+    g.log(j, fault + 500, "RuntimeError: CUDA error: uncorrectable ECC error encountered", rank=j.rank(nodes[1], 2))
+    return Scenario("gpu_xid94_contained_2n", gpu_xid94_contained_2n.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{nodes[1]}/2", j, failure_ts={end, j.last_progress()})],
+                    [], g)
+
+
+@scenario
+def gpu_row_remap_failure():
+    """XID 63 (row remap recorded) 20 min earlier, then XID 64 row-remap FAILURE on GPU 1 and the job dies."""
+    g = Gen(64)
+    nodes = [dgx(i) for i in range(30, 34)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-4", "port": f"Ethernet{4 * i}", "segment": "leaf-4"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 70 * MIN
+    end = fault + 12 * SEC
+    j = g.job("pytorchjob-bert-large-q8w2z", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=30 * MIN, stop_at=fault, tenant="search")
+    bad = nodes[2]
+
+    def rr(node, gpu, ts, d, st):
+        if node == bad and gpu == 1:
+            if ts >= fault - 20 * MIN:
+                d["remapped_rows_pending"] = 0
+                st["sbe"] = max(st["sbe"], 310)
+            if ts >= fault:
+                d["remapped_rows_pending"] = 1
+                st["dbe"] = 2
+    g.gpus(nodes, T0, end + 10 * MIN, 20 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[rr, idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.xid(bad, fault - 20 * MIN, 1, 63, "Row Remapper: New row (0x0000000000a1b2c0) was marked for remapping, reset gpu to activate.", pid=None)
+    g.xid(bad, fault, 1, 64, "Row Remapper: Failed to remap row 0x0000000000a1b2c8, no spare rows available in bank.", pid=31021)
+    g.log(j, fault + 300, "RuntimeError: CUDA error: uncorrectable ECC error encountered", rank=j.rank(bad, 1))
+    return Scenario("gpu_row_remap_failure", gpu_row_remap_failure.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/1", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_ecc_dbe_no_xid():
+    """No kernel/XID collector at this site: only NVML samples show ecc_dbe growing 0->3 on GPU 4
+    (and retired pages), and the rank on that GPU dies with an ECC CUDA error."""
+    g = Gen(4848)
+    nodes = [f"cn-a{i:02d}" for i in range(1, 5)]
+    links = {n: [{"nic": "ibp12s0", "switch": "ib-leaf-3", "port": str(i + 1), "segment": "ib-leaf-3"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/projects", "backend": "gpfs", "server": "ess02"}])
+    start = T0 + 2 * MIN
+    fault = start + 55 * MIN
+    end = fault + 8 * SEC
+    j = g.job("5531207", nodes[:2], start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN,
+              stop_at=fault, ckpt_dir="/gpfs/projects/llm/ckpts", user="rnguyen")
+    bad = nodes[1]
+
+    def dbe(node, gpu, ts, d, st):
+        if node == bad and gpu == 4 and ts >= fault - 40 * SEC:
+            st["dbe"] = min(3, st["dbe"] + 1)
+            d["retired_pages"] = st["dbe"]
+    g.gpus(nodes, T0, end + 10 * MIN, 20 * SEC, busy={n: [(start, end)] for n in nodes[:2]}, mods=[dbe, idle_after(j, end)])
+    g.log(j, fault, "RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
+          "CUDA kernel errors might be asynchronously reported at some other API call.", rank=j.rank(bad, 4))
+    return Scenario("gpu_ecc_dbe_no_xid", gpu_ecc_dbe_no_xid.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/4", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_nvlink_xid74():
+    """XID 74 NVLink fatal error on GPU 2 of the third node of a 4-node job; nvlink_errors jump."""
+    g = Gen(74)
+    nodes = [dgx(i) for i in range(41, 46)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-6", "port": f"Ethernet{4 * i}", "segment": "leaf-6"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 44 * MIN
+    end = fault + 30 * SEC
+    jn = nodes[:4]
+    j = g.job("pytorchjob-gpt-neox-20b-m2k9", jn, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=15 * MIN, stop_at=fault, tenant="team-nlp")
+    bad = jn[2]
+
+    def nvl(node, gpu, ts, d, st):
+        if node == bad and gpu == 2 and ts >= fault - 10 * SEC:
+            st["nvl"] += 5000
+    g.gpus(nodes, T0, end + 10 * MIN, 10 * SEC, busy={n: [(start, end)] for n in jn}, mods=[nvl, idle_after(j, end)])
+    g.xid(bad, fault, 2, 74, "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)", pid=66012,
+          kernel_log_job=j.id)
+    g.log(j, fault + 2 * SEC, "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution\n"
+          "CUDA kernel errors might be asynchronously reported at some other API call.", rank=j.rank(bad, 2))
+    return Scenario("gpu_nvlink_xid74", gpu_nvlink_xid74.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_nvlink", f"gpu:{bad}/2", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_nvlink_growth_no_xid():
+    """No XID: NVLink CRC/replay counter of GPU 6 on one node climbs by thousands per minute for
+    15 min; NCCL collectives stall and every rank hits the watchdog."""
+    g = Gen(7474)
+    nodes = [f"hgx-h100-b{i:02d}" for i in range(1, 5)]
+    links = {n: [{"nic": f"mlx5_{k}", "switch": f"ib-leaf-{k + 1}", "port": str(i + 1), "segment": f"rail-{k}"}
+                 for k in range(8)] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    onset = start + 40 * MIN
+    stall = onset + 15 * MIN
+    end = stall + 10 * MIN + 20 * SEC
+    j = g.job("pytorchjob-vit-22b-p0q1", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=stall, ckpt_dir="/mnt/weka/vit22b",
+              step_time_fn=lambda t: 1.4 if t < onset else 2.1)
+    bad = nodes[1]
+
+    def nvl(node, gpu, ts, d, st):
+        if node == bad and gpu == 6 and ts >= onset:
+            st["nvl"] += 1800 + int((ts - onset) / 1000)
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[nvl, idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    nccl_timeouts(g, j, stall + 600 * SEC, list(range(0, 32, 3)), seq=90211)
+    return Scenario("gpu_nvlink_growth_no_xid", gpu_nvlink_growth_no_xid.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_nvlink", f"gpu:{bad}/6", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def node_psu_fail_requeue():
+    """Slurm 16-node job: PSU failure + AC lost on gpu-c-017 (BMC SEL critical), node stops
+    reporting, job NODE_FAIL, requeued as attempt 1 on a replacement node and completes."""
+    g = Gen(2001)
+    nodes = [f"gpu-c-{i:03d}" for i in range(1, 25)]
+    jn = nodes[:16]
+    bad = nodes[16 - 1]
+    links = {n: [{"nic": "mlx5_0", "switch": f"sw-leaf-{20 + i // 8}", "port": f"Ethernet{4 * (i % 8)}",
+                  "segment": f"leaf-{20 + i // 8}"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 3 * MIN
+    fault = start + 66 * MIN
+    end = fault + 4 * MIN
+    j = g.job("884213", jn, start=start, end=end, state="node_fail", reason="NodeFail", ckpt_every=30 * MIN,
+              stop_at=fault, user="jlee", tenant="llm-pretrain", ckpt_dir="/lustre/scratch/jlee/run3")
+    g.sel(bad, fault - 2 * SEC, "critical", "Power Supply", "Power Supply 2: Failure detected (PSU2 Status: Failure)",
+          "PSU0003")
+    g.sel(bad, fault - 1 * SEC, "critical", "Power Supply", "Power Supply 1: Power Supply input lost (AC lost)",
+          "PSU0034")
+    g.sched_node(bad, fault + 3 * MIN, "down", "Not responding")
+    # attempt 1 on the 15 good nodes + a spare
+    jn2 = [n for n in jn if n != bad] + [nodes[20]]
+    s2 = end + 2 * MIN
+    e2 = s2 + 70 * MIN
+    last = j.last_ok()
+    j2 = g.job("884213", jn2, attempt=1, start=s2, end=e2, state="completed", exit_code=0, ckpt_every=30 * MIN,
+               user="jlee", tenant="llm-pretrain", first_step=last[2], submit=end + 5 * SEC,
+               ckpt_dir="/lustre/scratch/jlee/run3")
+    busy = {n: [(start, end)] for n in jn}
+    for n in jn2:
+        busy.setdefault(n, []).append((s2, e2))
+    g.gpus(nodes, T0, e2 + 5 * MIN, 30 * SEC, busy=busy, mods=[stop_after(bad, fault)])
+    g.bmc([n for n in nodes if n != bad], T0, e2 + 5 * MIN, 60 * SEC)
+    g.bmc([bad], T0, fault - 5 * SEC, 60 * SEC)
+    return Scenario("node_psu_fail_requeue", node_psu_fail_requeue.__doc__, g.events,
+                    [Expect(j.id, 0, "node_hardware", f"node:{bad}", j, failure_ts={end, j.last_progress()},
+                            retry_attempt=1)], [(j2.id, 1)], g)
+
+
+@scenario
+def node_memory_ue_bus_error():
+    """Memory uncorrectable error on the host (BMC SEL critical 'Memory', EDAC UE in the kernel log);
+    the rank process gets SIGBUS: 'Bus error (core dumped)'."""
+    g = Gen(2002)
+    nodes = ["node0042.cluster.local", "node0043.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-1", "port": str(20 + i), "segment": "ib-leaf-1"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 52 * MIN
+    end = fault + 20 * SEC
+    j = g.job("4410982", nodes, start=start, end=end, state="failed", exit_code=135, signal=7, ckpt_every=20 * MIN,
+              stop_at=fault, user="mgarcia", ckpt_dir="/gpfs/work/mgarcia/ckpt")
+    bad = nodes[0]
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.sel(bad, fault - 3 * SEC, "critical", "Memory",
+          "Multi-bit memory errors detected on a memory device at location(s) DIMM B3.", "MEM0001")
+    g.log(j, fault - 2 * SEC, "EDAC MC1: 1 UE memory read error on CPU_SrcID#1_Ha#0_Chan#1_DIMM#0 "
+          "(channel:1 slot:0 page:0x1f8a2b offset:0x0 grain:32 - err_code:0x0000:0x0090)", stream="kernel", node=bad)
+    g.log(j, fault - 1 * SEC, "mce: [Hardware Error]: Machine check events logged", stream="kernel", node=bad)
+    g.log(j, fault, "Bus error (core dumped)", rank=3, stream="stderr")
+    g.log(j, end - 2 * SEC, f"srun: error: {bad}: task 3: Bus error (core dumped)", node=nodes[1])
+    return Scenario("node_memory_ue_bus_error", node_memory_ue_bus_error.__doc__, g.events,
+                    [Expect(j.id, 0, "node_hardware", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def thermal_straggler_16n():
+    """GPU 2 of dgx-a100-005 overheats (hw_thermal + hw_slowdown, 90+ C, clocks down): the whole
+    16-node job slows (step time 1.2 s -> 5 s), then the straggler's collective times out."""
+    g = Gen(3001)
+    nodes = [dgx(i) for i in range(1, 17)]
+    leaf, port, seg = _dgx_fabric(nodes)
+    links = {n: [{"nic": "mlx5_0", "switch": leaf(n), "port": f"Ethernet{4 * (i % 8)}", "segment": seg(n)}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    onset = start + 40 * MIN
+    stop = onset + 35 * MIN
+    end = stop + 10 * MIN + 30 * SEC
+    st_fn = lambda t: 1.2 if t < onset else 1.2 + 3.8 * min(1.0, (t - onset) / (30 * MIN))
+    j = g.job("pytorchjob-llama-13b-t7hc", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=25 * MIN, stop_at=stop, step_time_fn=st_fn, tenant="team-nlp")
+    bad = dgx(5)
+
+    def hot(node, gpu, ts, d, st):
+        if node == bad and gpu == 2 and ts >= onset and ts < end:
+            f = min(1.0, (ts - onset) / (20 * MIN))
+            d["temp_c"] = int(84 + 9 * f)
+            d["sm_clock_mhz"] = int(1410 - 900 * f)
+            d["throttle"] = ["sw_thermal", "hw_thermal"] + (["hw_slowdown"] if f > 0.4 else [])
+            d["power_w"] = round(250 - 100 * f, 1)
+
+    def slow(node, gpu, ts, d, st):   # everyone else waits at the collective: lower util
+        if ts >= onset and ts < end and not (node == bad and gpu == 2):
+            d["util_pct"] = max(20, d["util_pct"] - int(60 * min(1.0, (ts - onset) / (30 * MIN))))
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[hot, slow, idle_after(j, end)])
+
+    def inlet(node, ts, d):
+        if node == bad and d["sensor"] == "Inlet Temp" and ts >= onset - 5 * MIN:
+            d["value"], d["status"] = 33.5, "warning"
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC, mods=[inlet])
+    others = [r for r in range(128) if r != j.rank(bad, 2)][::9]
+    nccl_timeouts(g, j, stop + 600 * SEC, others, seq=33120)
+    return Scenario("thermal_straggler_16n", thermal_straggler_16n.__doc__, g.events,
+                    [Expect(j.id, 0, "thermal_throttle", f"gpu:{bad}/2", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def net_flap_other_node():
+    """RoCE fabric: leaf port sw-leaf-4/Ethernet48 facing dgx-a100-012 flaps 4 times with
+    error growth; the ranks that log NCCL errors and the watchdog are on dgx-a100-003 (the peer)."""
+    g = Gen(5001)
+    nodes = [dgx(i) for i in range(1, 19)]
+    jn = nodes[:16]
+    def lf(n): return f"sw-leaf-{3 + (int(n[-3:]) - 1) // 9}"
+    def pt(n): return f"Ethernet{4 * ((int(n[-3:]) - 1) % 9) + 16}"
+    links = {n: [{"nic": "mlx5_0", "switch": lf(n), "port": pt(n), "segment": lf(n).replace("sw-", "")}] for n in nodes}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    flap_node = dgx(12)
+    flap_dev, flap_port = lf(flap_node), pt(flap_node)
+    start = T0 + 3 * MIN
+    onset = start + 58 * MIN
+    end = onset + 12 * MIN
+    j = g.job("pytorchjob-llama-70b-ft-9zd4", jn, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=onset + 40 * SEC,
+              tenant="team-nlp", image="nvcr.io/nvidia/pytorch:24.05-py3")
+    flaps = [onset + k * 95 * SEC for k in range(4)]
+
+    def pmod(dev, port, ts, d, st):
+        if (dev, port) == (flap_dev, flap_port) and ts >= onset - 6 * MIN:
+            st["in_errors"] += 900 if ts < onset else 4000
+            st["out_errors"] += 15
+            if any(f <= ts < f + 25 * SEC for f in flaps):
+                d["oper_status"] = "down"
+    g.ports([(lf(n), pt(n), n) for n in nodes], T0, end + 15 * MIN, 30 * SEC, mods=[pmod])
+    for f in flaps:
+        g.link(flap_dev, flap_port, flap_node, f, "down")
+        g.link(flap_dev, flap_port, flap_node, f + 20 * SEC, "up")
+    g.log(j, onset + 2 * SEC, "mlx5_core 0000:0c:00.0 enp12s0np0: Link down", stream="kernel", node=flap_node)
+    g.gpus(nodes, T0, end + 15 * MIN, 60 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 15 * MIN, 60 * SEC)
+    peer = dgx(3)
+    for k, r in enumerate(range(16, 24, 2)):
+        ts = onset + 30 * SEC + k * 211
+        g.log(j, ts, f"{peer}:48213:49120 [{r % 8}] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
+              f"peer 10.42.3.12<44310> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid "
+              f"::ffff:10.42.3.3 remoteGids::ffff:10.42.3.12", rank=r)
+        g.log(j, ts + 5, f"{peer}:48213:49120 [{r % 8}] NCCL INFO transport/net.cc:1302 -> 6", rank=r)
+    g.log(j, onset + 31 * SEC, "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+          "ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, NCCL version 2.21.5\n"
+          "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+          "Last error:\nNET/IB : Got completion from peer 10.42.3.12<44310> with status=12 opcode=0 len=0 "
+          "vendor err 129 (Recv)", rank=17)
+    nccl_timeouts(g, j, onset + 600 * SEC, [16, 18, 20, 22], seq=102931)
+    return Scenario("net_flap_other_node", net_flap_other_node.__doc__, g.events,
+                    [Expect(j.id, 0, "network_link", f"port:{flap_dev}/{flap_port}", j,
+                            failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def net_ib_error_storm():
+    """InfiniBand switch port ib-leaf-2/18 facing cn-b12: symbol/receive error storm, no link drop.
+    The NCCL error (transport retry exceeded) is logged on cn-b11. No RDMA collector on the hosts."""
+    g = Gen(5002)
+    nodes = [f"cn-b{i:02d}" for i in range(9, 15)]
+    jn = ["cn-b11", "cn-b12"]
+    links = {n: [{"nic": "mlx5_0", "switch": "ib-leaf-2", "port": str(7 + i), "segment": "ib-leaf-2"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    onset = start + 33 * MIN
+    end = onset + 11 * MIN
+    j = g.job("123456_12", jn, start=start, end=end, state="failed", exit_code=1, ckpt_every=10 * MIN,
+              stop_at=onset + 50 * SEC, user="hpark", ckpt_dir="/gpfs/work/hpark/ckpt", reason="NonZeroExitCode")
+    bad_port = str(7 + nodes.index("cn-b12"))
+
+    def storm(dev, port, ts, d, st):
+        if port == bad_port and ts >= onset:
+            st["in_errors"] += 25000
+    g.ports([("ib-leaf-2", str(7 + i), n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 20 * SEC, mods=[storm],
+            speed=200000, src="ufm")
+    g.gpus(nodes, T0, end + 10 * MIN, 20 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.log(j, onset + 60 * SEC, "cn-b11:3321:3987 [2] NCCL INFO NET/IB : Got completion from peer 10.12.0.12<56103> "
+          "with status=12 opcode=1 len=0 vendor err 129 (Send)\ncn-b11:3321:3987 [2] transport/net_ib.cc:1295 NCCL WARN "
+          "NET/IB : Got completion from peer 10.12.0.12<56103> with status=12 opcode=1 len=0 vendor err 129 (Send) "
+          "localGid fe80::ba3f:d203:c4:1b2 remoteGids fe80::ba3f:d203:c4:1f8", rank=2)
+    g.log(j, onset + 61 * SEC, "RuntimeError: NCCL communicator was aborted on rank 2. Original reason for failure was: "
+          "NCCL error: remote process exited or there was a network error, NCCL version 2.21.5\n"
+          "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+          rank=2)
+    nccl_timeouts(g, j, onset + 600 * SEC, [0, 5, 9], seq=4411)
+    return Scenario("net_ib_error_storm", net_ib_error_storm.__doc__, g.events,
+                    [Expect(j.id, 0, "network_link", f"port:ib-leaf-2/{bad_port}", j,
+                            failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def net_congestion_shared_segment():
+    """Two jobs share segment podB-leaf05: a big all-to-all neighbour starts and the segment
+    shows CNP/ECN storms, RDMA ack timeouts and out-of-sequence, switch out_discards, NO link
+    errors. Our 8-node job dies with NCCL timeouts; the neighbour completes (no incident)."""
+    g = Gen(6001)
+    seg_nodes = [f"gpu-pb-{i:02d}" for i in range(1, 17)]
+    ja_nodes = seg_nodes[:8]
+    jb_nodes = seg_nodes[8:16]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-podb-leaf05", "port": f"Ethernet{4 * i}", "segment": "podB-leaf05"}]
+             for i, n in enumerate(seg_nodes)}
+    std_inventory(g, seg_nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    onset = start + 45 * MIN
+    stop = onset + 8 * MIN
+    end = stop + 10 * MIN + 10 * SEC
+    ja = g.job("pytorchjob-mixtral-ft-r4n8", ja_nodes, start=start, end=end, state="failed", exit_code=1,
+               src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=stop, tenant="applied-ai",
+               step_time_fn=lambda t: 1.3 if t < onset else 3.5)
+    jb = g.job("pytorchjob-moe-a2a-bench-77xq", jb_nodes, start=onset - 2 * MIN, end=end + 20 * MIN,
+               state="completed", exit_code=0, src="training-operator@kube-ctl", ckpt_every=60 * MIN, tenant="infra-perf",
+               user="perf-bot")
+
+    def cong(node, hca, ts, st):
+        if onset <= ts < end + 20 * MIN:
+            s = 15
+            st["np_cnp_sent"] += 40000 * s
+            st["rp_cnp_handled"] += 38000 * s
+            st["np_ecn_marked_roce_packets"] += 90000 * s
+            st["out_of_sequence"] += 900 * s
+            st["packet_seq_err"] += 120 * s
+            st["local_ack_timeout_err"] += 6 * s
+            st["port_xmit_wait"] += 10**7 * s
+    g.rdma(seg_nodes, T0, end + 25 * MIN, 15 * SEC, hcas=("mlx5_0",), mods=[cong])
+
+    def disc(dev, port, ts, d, st):
+        if onset <= ts < end + 20 * MIN:
+            st["out_discards"] += 50000
+            st["in_discards"] += 8000
+    g.ports([("sw-podb-leaf05", f"Ethernet{4 * i}", n) for i, n in enumerate(seg_nodes)], T0, end + 25 * MIN, 30 * SEC,
+            mods=[disc])
+    busy = {n: [(start, end)] for n in ja_nodes}
+    busy.update({n: [(onset - 2 * MIN, end + 20 * MIN)] for n in jb_nodes})
+    g.gpus(seg_nodes, T0, end + 25 * MIN, 30 * SEC, busy=busy, mods=[idle_after(ja, end)])
+    g.log(ja, stop + 2 * MIN, "gpu-pb-03:7712:8120 [0] NCCL INFO NET/IB : Got completion from peer 10.50.5.6<39201> with "
+          "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.50.5.3 remoteGids::ffff:10.50.5.6", rank=16)
+    nccl_timeouts(g, ja, stop + 600 * SEC, [0, 9, 16, 33, 50], seq=6613, op="_ALLGATHER_BASE")
+    return Scenario("net_congestion_shared_segment", net_congestion_shared_segment.__doc__, g.events,
+                    [Expect(ja.id, 0, "network_congestion", "segment:podB-leaf05", ja,
+                            failure_ts={end, ja.last_progress()})], [(jb.id, 0)], g)
+
+
+@scenario
+def storage_slow_stall_cancel():
+    """WekaFS backend slows (write latency 3 ms -> 2-4 s, throughput collapses, queue depth 200+):
+    torch.save hangs inside a checkpoint, progress stops, the kernel reports a hung task, the mount
+    stays 'ok'; the user cancels 80 min later. One incident (stall), storage_slow."""
+    g = Gen(7001)
+    nodes = [f"hgx-h100-c{i:02d}" for i in range(1, 7)]
+    jn = nodes[:4]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-31", "port": f"Ethernet{4 * i}", "segment": "leaf-31"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-cluster-2"}])
+    start = T0 + 2 * MIN
+    onset = start + 150 * SEC + 60 * MIN - 4 * MIN
+    cancel = onset + 95 * MIN
+    ck_at = start + 150 * SEC + 60 * MIN   # the 2nd checkpoint of a 30-min cadence starts during the slowdown
+    j = g.job("pytorchjob-sd3-finetune-h2v5", jn, start=start, end=cancel, state="cancelled", exit_code=None,
+              signal=15, reason="Cancelled by user", src="training-operator@kube-ctl", ckpt_every=30 * MIN,
+              ckpt_dir="/mnt/weka/sd3/ckpt", stop_at=ck_at + 1, ckpt_dur=40 * SEC, tenant="gen-media",
+              progress_every=30 * SEC)
+    assert any(c[1] == "started" and c[0] == ck_at for c in j.ckpts), j.ckpts
+
+    def slow(node, ts, d):
+        if ts >= onset and ts < cancel + 30 * MIN:
+            d.update(write_lat_ms=round(2000 + 2000 * ((ts // 1000) % 7) / 7, 1), read_lat_ms=round(600 + (ts % 900), 1),
+                     write_mbps=round(2 + (ts % 5), 1), read_mbps=round(5 + (ts % 7), 1), queue_depth=210 + (ts % 50),
+                     write_iops=3, read_iops=11)
+    g.storage(nodes, "/mnt/weka", "wekafs", T0, cancel + 20 * MIN, 20 * SEC, mods=[slow])
+    g.gpus(nodes, T0, cancel + 20 * MIN, 20 * SEC, busy={n: [(start, cancel)] for n in jn},
+           mods=[idle_after(j, cancel),
+                 lambda n, gi, ts, d, st: d.update(util_pct=0, power_w=92.0) if (n in jn and ck_at < ts < cancel) else None])
+    g.mount(jn[0], ck_at + 10 * MIN, "/mnt/weka", "ok")
+    g.log(j, ck_at + 125 * SEC, "INFO: task python3:51204 blocked for more than 120 seconds.\n"
+          "      Tainted: P           OE     6.8.0-45-generic #45-Ubuntu\n"
+          "\"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\" disables this message.", stream="kernel", node=jn[0])
+    return Scenario("storage_slow_stall_cancel", storage_slow_stall_cancel.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_slow", "path:/mnt/weka", j, failure_ts={j.last_progress()})], [], g)
+
+
+@scenario
+def storage_stale_lustre():
+    """/lustre/scratch goes stale on one node of a 2-node job (storage.mount stale, ESTALE in the
+    DataLoader worker traceback, LustreError in the kernel log)."""
+    g = Gen(7002)
+    nodes = ["node0101.cluster.local", "node0102.cluster.local", "node0103.cluster.local"]
+    jn = nodes[:2]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-5", "port": str(i + 1), "segment": "ib-leaf-5"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "10.0.0.5@o2ib"},
+                                                       {"path": "/home", "backend": "nfs", "server": "nas01"}])
+    start = T0 + 2 * MIN
+    fault = start + 41 * MIN
+    end = fault + 50 * SEC
+    j = g.job("7719020", jn, start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN, stop_at=fault,
+              ckpt_dir="/lustre/scratch/ewu/ckpt", user="ewu", reason="NonZeroExitCode")
+    bad = jn[1]
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 60 * SEC,
+              mods=[lambda n, ts, d: False if (n == bad and ts >= fault) else None])
+    g.mount(bad, fault + 5 * SEC, "/lustre/scratch", "stale", "Stale file handle")
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.log(j, fault - 1 * SEC, "LustreError: 11-0: scratch-OST0004-osc-ffff9a53c8e3d000: operation ost_read to node "
+          "10.0.0.5@o2ib failed: rc = -107", stream="kernel", node=bad)
+    g.log(j, fault + 2 * SEC, "Traceback (most recent call last):\n"
+          '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/worker.py", line 308, in _worker_loop\n'
+          "    data = fetcher.fetch(index)\n"
+          '  File "/opt/app/data/shards.py", line 77, in __getitem__\n    with open(self.files[i], "rb") as f:\n'
+          "OSError: [Errno 116] Stale file handle: '/lustre/scratch/ewu/data/shard-00042.arrow'", rank=9)
+    return Scenario("storage_stale_lustre", storage_stale_lustre.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_unavailable", "path:/lustre/scratch", j, failure_ts={end, j.last_progress()})],
+                    [], g)
+
+
+@scenario
+def storage_readonly_raid():
+    """Local NVMe scratch /raid remounted read-only after an ext4 error; the checkpoint save fails
+    with EROFS and the job exits."""
+    g = Gen(7003)
+    nodes = [dgx(i) for i in range(50, 52)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-7", "port": f"Ethernet{4 * i}", "segment": "leaf-7"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/raid", "backend": "local-nvme", "server": None},
+                                                       {"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    probe = Gen(1)
+    pj = probe.job("x", nodes[:1], start=start, end=None, state="running", emit_end=False, ckpt_every=20 * MIN,
+                   ckpt_dir="/raid/ckpt/whisper")
+    fail_ck = [c for c in pj.ckpts if c[1] == "started"][2]
+    fail_ts = fail_ck[0]
+    end = fail_ts + 70 * SEC
+    err = f"OSError: [Errno 30] Read-only file system: '{fail_ck[3]}/model.safetensors'"
+    j = g.job("pytorchjob-whisper-l-ft-4m1t", nodes[:1], start=start, end=end, state="failed", exit_code=1,
+              ckpt_every=20 * MIN, ckpt_dir="/raid/ckpt/whisper", src="training-operator@kube-ctl",
+              ckpt_fail={fail_ck[2]: err}, stop_at=fail_ts + 1)
+    g.mount(nodes[0], fail_ts - 30 * SEC, "/raid", "readonly", "EXT4-fs (md0): Remounting filesystem read-only")
+    g.log(j, fail_ts - 31 * SEC, "EXT4-fs error (device md0): ext4_journal_check_start:83: comm python3: Detected aborted journal\n"
+          "EXT4-fs (md0): Remounting filesystem read-only", stream="kernel", node=nodes[0])
+    g.log(j, fail_ts + 45 * SEC, "Traceback (most recent call last):\n"
+          '  File "/usr/local/lib/python3.10/dist-packages/transformers/trainer.py", line 3120, in _save_checkpoint\n'
+          "    self.save_model(output_dir, _internal_call=True)\n" + err, rank=0)
+    g.storage(nodes, "/raid", "ext4", T0, end + 10 * MIN, 60 * SEC, used=23.0)
+    g.gpus(nodes, T0, end + 10 * MIN, 60 * SEC, busy={nodes[0]: [(start, end)]}, mods=[idle_after(j, end)])
+    return Scenario("storage_readonly_raid", storage_readonly_raid.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_unavailable", "path:/raid", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def storage_full_enospc():
+    """8-node job checkpoints to /lustre/scratch, which fills to 100 %: the save fails with
+    ENOSPC (torch's PytorchStreamWriter error + OSError 28) and the job exits."""
+    g = Gen(7004)
+    nodes = [dgx(i) for i in range(60, 70)]
+    jn = nodes[:8]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-9", "port": f"Ethernet{4 * i}", "segment": "leaf-9"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    ck_every = 20 * MIN
+    first_prog = start + 150 * SEC
+    fail_ts = first_prog + 3 * ck_every
+    end = fail_ts + 3 * MIN
+    # find the step of the 3rd checkpoint: build once to learn, then rebuild
+    probe = Gen(7004)
+    pj = probe.job("x", jn, start=start, end=end, state="failed", ckpt_every=ck_every, stop_at=fail_ts + 1)
+    fstep = [c for c in pj.ckpts if c[1] == "started"][2][2]
+    err = "OSError: [Errno 28] No space left on device"
+    j = g.job("pytorchjob-llama-7b-cpt-8s1w", jn, start=start, end=end, state="failed", exit_code=1,
+              ckpt_every=ck_every, ckpt_dir="/lustre/scratch/cpt/llama7b", src="training-operator@kube-ctl",
+              ckpt_fail={fstep: err}, stop_at=fail_ts + 1, tenant="team-nlp")
+
+    def fill(node, ts, d):
+        d["used_pct"] = round(min(100.0, 96.0 + 4.0 * max(0, ts - (fail_ts - 30 * MIN)) / (30 * MIN)), 2)
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 60 * SEC, mods=[fill])
+    g.gpus(nodes, T0, end + 10 * MIN, 60 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.log(j, fail_ts + 44 * SEC, "Traceback (most recent call last):\n"
+          '  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 652, in save\n'
+          "    _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)\n"
+          "RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 1534566848 vs 1534566736\n\n"
+          "During handling of the above exception, another exception occurred:\n\n" + err, rank=0)
+    return Scenario("storage_full_enospc", storage_full_enospc.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_full", "path:/lustre/scratch", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def storage_full_no_storage_layer():
+    """Same ENOSPC story on /mnt/weka, but this site has NO storage collector: only the topology
+    names the mounts, the checkpoint event fails with ENOSPC and the rank logs it."""
+    g = Gen(7005)
+    nodes = ["hgx-h100-d01", "hgx-h100-d02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-40", "port": f"Ethernet{4 * i}", "segment": "leaf-40"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"},
+                                                       {"path": "/home", "backend": "nfs", "server": "nas02"}])
+    start = T0 + 2 * MIN
+    ck_every = 15 * MIN
+    fail_ts = start + 150 * SEC + 2 * ck_every
+    end = fail_ts + 2 * MIN
+    probe = Gen(1)
+    pj = probe.job("x", nodes, start=start, end=end, state="failed", ckpt_every=ck_every, stop_at=fail_ts + 1)
+    fstep = [c for c in pj.ckpts if c[1] == "started"][1][2]
+    err = f"OSError: [Errno 28] No space left on device: '/mnt/weka/exp42/ckpt/iter_{fstep:07d}/mp_rank_00_model_states.pt'"
+    j = g.job("9902113", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=ck_every,
+              ckpt_dir="/mnt/weka/exp42/ckpt", ckpt_fmt="iter_{step:07d}", ckpt_fail={fstep: err}, stop_at=fail_ts + 1,
+              user="tchen")
+    g.log(j, fail_ts + 50 * SEC, err, rank=0)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("storage_full_no_storage_layer", storage_full_no_storage_layer.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_full", "path:/mnt/weka", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_oom_deepspeed():
+    """DeepSpeed ZeRO-3 job on 2 nodes: rank 11 (second node, local GPU 3) raises
+    torch.OutOfMemoryError; its GPU memory is at the limit; the other ranks then log
+    'NCCL communicator was aborted' (symptoms)."""
+    g = Gen(8001)
+    nodes = ["gpu-a-031", "gpu-a-032", "gpu-a-033"]
+    jn = nodes[:2]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2", "port": f"Ethernet{4 * i}", "segment": "leaf-2"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 33 * MIN
+    end = fault + 40 * SEC
+    j = g.job("5520391", jn, start=start, end=end, state="failed", exit_code=1, ckpt_every=10 * MIN, stop_at=fault,
+              user="akumar", ckpt_dir="/lustre/scratch/akumar/ds", reason="NonZeroExitCode")
+    bad = jn[1]
+
+    def full(node, gpu, ts, d, st):
+        if node == bad and gpu == 3 and fault - 2 * MIN <= ts < end:
+            d["mem_used_mib"] = 81043
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={n: [(start, end)] for n in jn}, mods=[full, idle_after(j, end)])
+    g.log(j, fault, "Traceback (most recent call last):\n"
+          '  File "/opt/app/train.py", line 201, in <module>\n    model_engine.backward(loss)\n'
+          '  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/engine.py", line 2020, in backward\n'
+          "    self.optimizer.backward(loss, retain_graph=retain_graph)\n"
+          '  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/zero/stage3.py", line 2250, in backward\n'
+          "    self.loss_scaler.backward(loss.float(), retain_graph=retain_graph)\n"
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.82 GiB. GPU 3 has a total capacity of 79.15 GiB "
+          "of which 1.21 GiB is free. Including non-PyTorch memory, this process has 77.92 GiB memory in use. Of the "
+          "allocated memory 71.30 GiB is allocated by PyTorch, and 4.97 GiB is reserved by PyTorch but unallocated. If "
+          "reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+          "fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+          rank=11)
+    for r in (0, 4, 13):
+        g.log(j, fault + 3 * SEC + r, f"RuntimeError: NCCL communicator was aborted on rank {r}. Original reason for "
+              "failure was: NCCL error: remote process exited or there was a network error", rank=r)
+    return Scenario("gpu_oom_deepspeed", gpu_oom_deepspeed.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_oom", f"gpu:{bad}/3", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_oom_jax():
+    """Single-node JAX job (one process, 8 GPUs): XlaRuntimeError RESOURCE_EXHAUSTED; NVML shows
+    GPU 4 at its memory limit. (The component needs the telemetry: the message names no GPU.)"""
+    g = Gen(8002)
+    nodes = ["tpu-free-gpu-h07", "tpu-free-gpu-h08"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-50", "port": f"Ethernet{4 * i}", "segment": "leaf-50"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/gcs-fuse", "backend": "gcsfuse", "server": None}])
+    start = T0 + 2 * MIN
+    fault = start + 26 * MIN
+    end = fault + 6 * SEC
+    j = g.job("jaxjob-gemma-2b-pt-0c3d", nodes[:1], start=start, end=end, state="failed", exit_code=1,
+              src="jobset-controller@kube-ctl", ckpt_every=10 * MIN, stop_at=fault, ckpt_dir="/mnt/gcs-fuse/gemma/orbax",
+              ckpt_fmt="{step}", progress_rank=None)
+
+    def full(node, gpu, ts, d, st):
+        if node == nodes[0] and gpu == 4 and fault - 60 * SEC <= ts < end:
+            d["mem_used_mib"] = 81559
+    g.gpus(nodes, T0, end + 10 * MIN, 10 * SEC, busy={nodes[0]: [(start, end)]}, mods=[full, idle_after(j, end)])
+    g.log(j, fault, "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+          "7406166528 bytes.\nBufferAssignment OOM Debugging.\nBufferAssignment stats:\n"
+          "             parameter allocation:    9.64GiB\n              constant allocation:    48.5KiB\n"
+          "        maybe_live_out allocation:    9.64GiB\n     preallocated temp allocation:    6.90GiB\n"
+          "                 total allocation:   26.18GiB", rank=None, node=nodes[0])
+    return Scenario("gpu_oom_jax", gpu_oom_jax.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_oom", f"gpu:{nodes[0]}/4", j, failure_ts={end, j.last_progress()},
+                            note="debatable component: the message names no GPU, only NVML shows which one is full")],
+                    [], g)
+
+
+@scenario
+def host_oom_slurm():
+    """Slurm job: the kernel OOM killer kills a rank's process (host RAM: dataloader workers);
+    slurmstepd reports the oom_kill event; the launcher reports exitcode -9; state OUT_OF_MEMORY."""
+    g = Gen(9001)
+    nodes = ["node0210.cluster.local", "node0211.cluster.local", "node0212.cluster.local"]
+    jn = nodes[:2]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-9", "port": str(i + 1), "segment": "ib-leaf-9"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 48 * MIN
+    end = fault + 35 * SEC
+    j = g.job("3308817", jn, start=start, end=end, state="out_of_memory", exit_code=0, signal=9, ckpt_every=20 * MIN,
+              stop_at=fault, user="lpetrov", ckpt_dir="/gpfs/work/lpetrov/ckpt", reason="OutOfMemory")
+    bad = jn[1]
+    g.log(j, fault, "Out of memory: Killed process 48213 (python3) total-vm:412331244kB, anon-rss:201552112kB, "
+          "file-rss:123456kB, shmem-rss:8392kB, UID:40112 pgtables:402188kB oom_score_adj:0", stream="kernel", node=bad)
+    g.log(j, fault + 1 * SEC, "slurmstepd: error: Detected 1 oom_kill event in StepId=3308817.0. Some of the step tasks "
+          "have been OOM Killed.", stream="stderr", node=bad)
+    g.log(j, end - 5 * SEC, child_failed("train.py", end - 5 * SEC, bad, 10, 2, -9, 48213, "SIGKILL"), node=bad)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    return Scenario("host_oom_slurm", host_oom_slurm.__doc__, g.events,
+                    [Expect(j.id, 0, "host_oom", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def host_oom_k8s():
+    """Kubernetes: the worker-1 pod's container is OOMKilled (cgroup limit), exit code 137;
+    the log shows only 'Killed'."""
+    g = Gen(9002)
+    nodes = ["gke-a3-pool-7c1e-0001", "gke-a3-pool-7c1e-0002"]
+    links = {n: [{"nic": f"eth{k + 1}", "switch": f"gvnic-rail-{k}", "port": str(i), "segment": f"rail-{k}"}
+                 for k in range(4)] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/filestore", "backend": "nfs", "server": "filestore-1"}])
+    start = T0 + 2 * MIN
+    fault = start + 29 * MIN
+    end = fault + 20 * SEC
+    j = g.job("pytorchjob-clip-vitl-h3k2", nodes, start=start, end=end, state="failed", exit_code=137,
+              reason="OOMKilled", src="training-operator@kube-ctl", ckpt_every=10 * MIN, stop_at=fault,
+              ckpt_dir="/mnt/filestore/clip/ckpt")
+    bad = nodes[1]
+    g.ev("runtime.container", fault, {"container": "pytorch", "event": "oom_killed", "exit_code": 137}, node=bad,
+         job=j.id, source=f"kubelet@{bad}")
+    g.log(j, fault - 200, "Killed", rank=8, stream="stdout")
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("host_oom_k8s", host_oom_k8s.__doc__, g.events,
+                    [Expect(j.id, 0, "host_oom", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def driver_gsp_xid119():
+    """XID 119 GSP RPC timeout on GPU 1 (no ECC, no BMC sign, no recent change); the rank hangs and
+    the others hit the watchdog."""
+    g = Gen(1119)
+    nodes = [f"hgx-h100-e{i:02d}" for i in range(1, 4)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-60", "port": f"Ethernet{4 * i}", "segment": "leaf-60"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}],
+                  versions={"driver": "550.90.07", "cuda": "12.4", "nccl": "2.21.5", "gpu_firmware": "96.00.89.00.01",
+                            "kernel": "6.5.0-1024-nvidia"})
+    start = T0 + 2 * MIN
+    fault = start + 57 * MIN
+    end = fault + 10 * MIN + 40 * SEC
+    jn = nodes[:2]
+    j = g.job("pytorchjob-sdxl-distill-w9e1", jn, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=fault, ckpt_dir="/mnt/weka/sdxl")
+    bad = jn[0]
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.xid(bad, fault, 1, 119, "Timeout after 6s of waiting for RPC response from GPU1 GSP! Expected function 76 "
+          "(GSP_RM_CONTROL) (0x20801348 0x4).", pid=12044, kernel_log_job=j.id)
+    g.xid(bad, fault + 7 * SEC, 1, 119, "Timeout after 6s of waiting for RPC response from GPU1 GSP! Expected function 10 "
+          "(FREE) (0xa55a0050 0x0).", pid=12044)
+    nccl_timeouts(g, j, fault + 600 * SEC, [0, 8, 12, 15], seq=55120)
+    return Scenario("driver_gsp_xid119", driver_gsp_xid119.__doc__, g.events,
+                    [Expect(j.id, 0, "driver_software", f"gpu:{bad}/1", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def driver_xid31_before_crash():
+    """XID 31 MMU fault on GPU 5 BEFORE the rank's 'illegal memory access' CUDA error; no ECC/BMC
+    sign, no change. The contract lists XID 31 with no hardware sign as driver_software."""
+    g = Gen(1031)
+    nodes = [dgx(i) for i in range(70, 72)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-10", "port": f"Ethernet{4 * i}", "segment": "leaf-10"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 36 * MIN
+    end = fault + 25 * SEC
+    j = g.job("6610233", nodes[:1], start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN,
+              stop_at=fault, user="oyilmaz")
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={nodes[0]: [(start, end)]}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.xid(nodes[0], fault, 5, 31, "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_3 faulted @ "
+          "0x7f1c_4a000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ", pid=30018)
+    g.log(j, fault + 600, "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+          "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+          rank=5)
+    return Scenario("driver_xid31_before_crash", driver_xid31_before_crash.__doc__, g.events,
+                    [Expect(j.id, 0, "driver_software", f"gpu:{nodes[0]}/5", j, failure_ts={end, j.last_progress()},
+                            note="debatable vs application: the contract lists XID 31 with no hardware sign as driver_software; "
+                                 "the XID precedes the CUDA error")], [], g)
+
+
+@scenario
+def driver_version_mismatch():
+    """4-node job where node gpu-d-203 still runs driver 535.161.08 (others 550.90.07); the rank on
+    it fails at NCCL init with 'CUDA driver version is insufficient'; no progress was made."""
+    g = Gen(1200)
+    nodes = [f"gpu-d-{200 + i}" for i in range(1, 6)]
+    jn = nodes[:4]
+    odd = nodes[2]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-70", "port": f"Ethernet{4 * i}", "segment": "leaf-70"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - 3 * HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}],
+                  per_node={odd: {"driver": "535.161.08", "cuda": "12.2"}})
+    start = T0 + 2 * MIN
+    end = start + 95 * SEC
+    j = g.job("7104452", jn, start=start, end=end, state="failed", exit_code=1, user="sali", reason="NonZeroExitCode")
+    r = j.rank(odd, 0)
+    g.log(j, end - 20 * SEC, f"{odd}:4410:4410 [0] misc/cudawrap.cc:36 NCCL WARN Cuda failure 'CUDA driver version is "
+          "insufficient for CUDA runtime version'", rank=r)
+    g.log(j, end - 19 * SEC, "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+          "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+          "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 'CUDA driver version is "
+          "insufficient for CUDA runtime version'", rank=r)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    return Scenario("driver_version_mismatch", driver_version_mismatch.__doc__, g.events,
+                    [Expect(j.id, 0, "driver_software", f"node:{odd}", j, ckpt_step=None, failure_ts={end})], [], g)
+
+
+@scenario
+def change_driver_rollout():
+    """Rolling driver upgrade 550.54.15 -> 550.90.07 on gpu-e-001..008 (ticket CHG-20931); three
+    jobs later placed on upgraded nodes fail with GSP/Xid 119 + NCCL errors within 40 min; two jobs
+    on not-yet-upgraded nodes run clean and complete."""
+    g = Gen(1300)
+    nodes = [f"gpu-e-{i:03d}" for i in range(1, 13)]
+    up = nodes[:8]
+    links = {n: [{"nic": "mlx5_0", "switch": f"sw-leaf-{80 + i // 6}", "port": f"Ethernet{4 * (i % 6)}",
+                  "segment": f"leaf-{80 + i // 6}"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - 2 * HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}],
+                  versions={"driver": "550.54.15", "cuda": "12.4", "nccl": "2.21.5", "kernel": "5.15.0-119-generic"})
+    for k, n in enumerate(up):
+        ts = T0 + k * 90 * SEC
+        g.change(n, ts, "driver", "550.54.15", "550.90.07", actor="ansible-awx", ticket="CHG-20931")
+        g.ev("inventory.versions", ts + 5 * MIN, {"driver": "550.90.07", "cuda": "12.4", "nccl": "2.21.5",
+                                                 "kernel": "5.15.0-119-generic"}, node=n, source=f"inv-agent@{n}")
+    exp, healthy, busy = [], [], {}
+    specs = [("31001", up[0:2], 40 * MIN, 14 * MIN), ("31002", up[2:4], 45 * MIN, 27 * MIN),
+             ("31003", up[4:8], 50 * MIN, 38 * MIN), ("31004", nodes[8:10], 40 * MIN, None), ("31005", nodes[10:12], 45 * MIN, None)]
+    for jid, jn, s_off, f_off in specs:
+        start = T0 + s_off
+        if f_off is None:
+            end = start + 80 * MIN
+            j = g.job(jid, jn, start=start, end=end, state="completed", exit_code=0, ckpt_every=20 * MIN, user="team-a")
+            healthy.append((jid, 0))
+        else:
+            fault = start + f_off
+            end = fault + 10 * MIN + 30 * SEC
+            j = g.job(jid, jn, start=start, end=end, state="failed", exit_code=1, ckpt_every=10 * MIN, stop_at=fault,
+                      user=f"user{jid[-1]}", reason="NonZeroExitCode")
+            g.xid(jn[0], fault, 0, 119, "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 "
+                  "(GSP_RM_CONTROL) (0x2080a0d1 0x4).", pid=7000 + int(jid[-1]))
+            nccl_timeouts(g, j, fault + 600 * SEC, [1, 9], seq=1200 + int(jid[-1]))
+            exp.append(Expect(jid, 0, "change_regression", "version:driver=550.90.07", j, failure_ts={end, j.last_progress()}))
+        for n in jn:
+            busy[n] = [(start, end)]
+    g.gpus(nodes, T0, T0 + 3 * HOUR, 60 * SEC, busy=busy)
+    return Scenario("change_driver_rollout", change_driver_rollout.__doc__, g.events, exp, healthy, g)
+
+
+@scenario
+def change_image_regression():
+    """A new training image registry.corp/ml/train:2024.06.0 is rolled out (inventory.change image on
+    the pool's nodes); three jobs of different users on the new image die minutes after start with
+    the same undefined-symbol ImportError from transformer_engine; jobs on :2024.05.1 complete."""
+    g = Gen(1400)
+    nodes = [f"a3-node-{i:02d}" for i in range(1, 11)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-90", "port": f"Ethernet{4 * i}", "segment": "leaf-90"}] for i, n in enumerate(nodes)}
+    old, new = "registry.corp/ml/train:2024.05.1", "registry.corp/ml/train:2024.06.0"
+    std_inventory(g, nodes, T0 - HOUR, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}],
+                  versions={"driver": "550.90.07", "cuda": "12.4", "nccl": "2.21.5", "image": old, "framework": "torch 2.3.0"})
+    for k, n in enumerate(nodes):
+        g.change(n, T0 + k * 20 * SEC, "image", old, new, actor="argocd", ticket="REL-1187")
+    exp, healthy, busy = [], [], {}
+    specs = [("pytorchjob-a-llm-4x2p", nodes[0:2], new, 20 * MIN), ("pytorchjob-b-vlm-9w1q", nodes[2:4], new, 35 * MIN),
+             ("pytorchjob-c-asr-0p7m", nodes[4:6], new, 52 * MIN), ("pytorchjob-d-old-k2k2", nodes[6:8], old, 25 * MIN),
+             ("pytorchjob-e-old-z8x1", nodes[8:10], old, 30 * MIN)]
+    for jid, jn, img, s_off in specs:
+        start = T0 + s_off
+        if img == new:
+            end = start + 3 * MIN
+            j = g.job(jid, jn, start=start, end=end, state="failed", exit_code=1, image=img, init=60 * SEC,
+                      src="training-operator@kube-ctl", user=jid.split("-")[1], reason="BackoffLimitExceeded")
+            g.log(j, end - 40 * SEC, "Traceback (most recent call last):\n"
+                  '  File "/workspace/train.py", line 12, in <module>\n    import transformer_engine.pytorch as te\n'
+                  '  File "/usr/local/lib/python3.10/dist-packages/transformer_engine/__init__.py", line 10, in <module>\n'
+                  "    from . import pytorch\nImportError: /usr/local/lib/python3.10/dist-packages/transformer_engine_torch.cpython-310-"
+                  "x86_64-linux-gnu.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs", rank=0)
+            exp.append(Expect(jid, 0, "change_regression", f"version:image={new}", j, ckpt_step=None,
+                              failure_ts={end, j.last_progress()} - {None}))
+        else:
+            end = start + 70 * MIN
+            j = g.job(jid, jn, start=start, end=end, state="completed", exit_code=0, image=img,
+                      src="training-operator@kube-ctl", ckpt_every=30 * MIN)
+            healthy.append((jid, 0))
+        for n in jn:
+            busy[n] = [(start, end)]
+    g.gpus(nodes, T0, T0 + 2 * HOUR, 60 * SEC, busy=busy)
+    return Scenario("change_image_regression", change_image_regression.__doc__, g.events, exp, healthy, g)
+
+
+@scenario
+def application_keyerror_benign_xid():
+    """Megatron-style 16-node job: rank 0 raises KeyError in the data pipeline; every layer is clean;
+    2 s AFTER the crash the driver logs XID 13 and XID 43 on the rank's GPU (process teardown);
+    other ranks log 'NCCL communicator was aborted'; torchrun reports ChildFailedError."""
+    g = Gen(1500)
+    nodes = [f"node{i:04d}.cluster.local" for i in range(300, 318)]
+    jn = nodes[:16]
+    links = {n: [{"nic": "ib0", "switch": f"ib-leaf-{30 + i // 9}", "port": str(1 + i % 9), "segment": f"ib-leaf-{30 + i // 9}"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds03"}])
+    start = T0 + 2 * MIN
+    fault = start + 77 * MIN
+    end = fault + 45 * SEC
+    j = g.job("9014471", jn, start=start, end=end, state="failed", exit_code=1, ckpt_every=30 * MIN, stop_at=fault,
+              user="kowalski", ckpt_dir="/lustre/scratch/kowalski/megatron", ckpt_fmt="iter_{step:07d}",
+              reason="NonZeroExitCode")
+    g.log(j, fault, "Traceback (most recent call last):\n"
+          '  File "/workspace/Megatron-LM/pretrain_gpt.py", line 227, in <module>\n    pretrain(train_valid_test_datasets_provider,\n'
+          '  File "/workspace/Megatron-LM/megatron/training/training.py", line 1165, in train\n'
+          "    train_step(forward_step_func,\n"
+          '  File "/workspace/Megatron-LM/pretrain_gpt.py", line 139, in get_batch\n    tokens = data["text"].long()\n'
+          "KeyError: 'text'", rank=0)
+    g.xid(jn[0], fault + 2 * SEC, 0, 13, "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address",
+          pid=88012)
+    g.xid(jn[0], fault + 2300, 0, 43, "Ch 00000010", pid=88012)
+    for r in (9, 40, 77, 121):
+        g.log(j, fault + 4 * SEC + r, f"[rank{r}]:[E{torch_ts(fault + 4000)} ProcessGroupNCCL.cpp:1395] RuntimeError: NCCL "
+              f"communicator was aborted on rank {r}.", rank=r)
+    g.log(j, end - 3 * SEC, child_failed("pretrain_gpt.py", fault, jn[0], 0, 0, 1, 88012), node=jn[0])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.ports([(f"ib-leaf-{30 + i // 9}", str(1 + i % 9), n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC,
+            speed=200000, src="ufm")
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 60 * SEC)
+    return Scenario("application_keyerror_benign_xid", application_keyerror_benign_xid.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def application_with_decoys():
+    """A ValueError in user code on a 2-node job while, on nodes NOT in the job: XID 79, BMC PSU
+    critical, a flapping leaf port and a stale mount; and on a job node an XID 48 three hours
+    before the job started and a port flap after it ended (outside the window)."""
+    g = Gen(1600)
+    nodes = [dgx(i) for i in range(100, 106)]
+    jn = nodes[:2]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-11", "port": f"Ethernet{4 * i}", "segment": "leaf-11"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - 4 * HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 44 * MIN
+    end = fault + 30 * SEC
+    j = g.job("pytorchjob-rm-train-5tq9", jn, start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN,
+              stop_at=fault, src="training-operator@kube-ctl", tenant="alignment")
+    g.log(j, fault, "Traceback (most recent call last):\n"
+          '  File "/app/rm/train.py", line 88, in compute_loss\n    raise ValueError(f"chosen and rejected lengths differ: {a} != {b}")\n'
+          "ValueError: chosen and rejected lengths differ: 512 != 511", rank=3)
+    # decoys outside the job
+    g.xid(nodes[4], fault - 4 * MIN, 2, 79, "GPU has fallen off the bus.", pid=1201)
+    g.sel(nodes[5], fault - 6 * MIN, "critical", "Power Supply", "Power Supply 1: Failure detected", "PSU0003")
+    for k in range(3):
+        g.link("sw-leaf-11", "Ethernet12", nodes[3], fault - 8 * MIN + k * 60 * SEC, "down")
+        g.link("sw-leaf-11", "Ethernet12", nodes[3], fault - 8 * MIN + k * 60 * SEC + 10 * SEC, "up")
+    g.mount(nodes[3], fault - 3 * MIN, "/lustre/scratch", "stale", "Stale file handle")
+    # outside the window, on a job node
+    g.xid(jn[1], T0 - 3 * HOUR, 6, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer.",
+          pid=4410)
+    for k in range(2):
+        g.link("sw-leaf-11", "Ethernet4", jn[1], end + 40 * MIN + k * 30 * SEC, "down")
+        g.link("sw-leaf-11", "Ethernet4", jn[1], end + 40 * MIN + k * 30 * SEC + 8 * SEC, "up")
+    g.gpus(nodes, T0, end + 50 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 50 * MIN, 60 * SEC)
+    return Scenario("application_with_decoys", application_with_decoys.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def scheduler_preempted():
+    """Slurm preemption: the job is preempted by a higher-priority QOS while making progress
+    (slurmstepd 'CANCELLED ... DUE TO PREEMPTION'); all layers clean."""
+    g = Gen(1700)
+    nodes = ["node0500.cluster.local", "node0501.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-50", "port": str(i + 1), "segment": "ib-leaf-50"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    end = start + 63 * MIN
+    j = g.job("2200417", nodes, start=start, end=end, state="preempted", exit_code=0, signal=15, ckpt_every=20 * MIN,
+              reason="Preempted by job 2200530 (QOS high)", user="bwayne")
+    g.log(j, end - 1 * SEC, f"slurmstepd: error: *** JOB 2200417 ON {nodes[0]} CANCELLED AT {iso(end - 1000)} DUE TO PREEMPTION ***",
+          node=nodes[0])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("scheduler_preempted", scheduler_preempted.__doc__, g.events,
+                    [Expect(j.id, 0, "scheduler", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def scheduler_time_limit():
+    """Slurm TIMEOUT: the job reaches its 1 h time limit while making progress."""
+    g = Gen(1800)
+    nodes = ["cn-c01", "cn-c02", "cn-c03", "cn-c04"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-60", "port": str(i + 1), "segment": "ib-leaf-60"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    end = start + 60 * MIN + 1 * SEC
+    j = g.job("223344", nodes, start=start, end=end, state="timeout", exit_code=0, signal=15, ckpt_every=25 * MIN,
+              reason="TimeLimit", user="cdiaz")
+    g.log(j, end - 500, f"slurmstepd: error: *** JOB 223344 ON cn-c01 CANCELLED AT {iso(end - 500)} DUE TO TIME LIMIT ***",
+          node="cn-c01")
+    g.gpus(nodes, T0, end + 10 * MIN, 60 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("scheduler_time_limit", scheduler_time_limit.__doc__, g.events,
+                    [Expect(j.id, 0, "scheduler", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def silent_stall_64n():
+    """64-node (512 GPU) job stops making progress with no error anywhere (all layers clean, GPUs
+    go idle); the user cancels it 90 min later. One incident; failure_ts = the last progress."""
+    g = Gen(1900)
+    nodes = [f"node{i:04d}.cluster.local" for i in range(1, 65)]
+    links = {n: [{"nic": "mlx5_0", "switch": f"sw-leaf-{1 + i // 16}", "port": f"Ethernet{4 * (i % 16)}",
+                  "segment": f"leaf-{1 + i // 16}"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 3 * MIN
+    stall = start + 52 * MIN
+    end = stall + 90 * MIN
+    j = g.job("123460_3", nodes, start=start, end=end, state="cancelled", signal=15, reason="Cancelled by user",
+              ckpt_every=20 * MIN, stop_at=stall, user="fmartin", ckpt_dir="/lustre/scratch/fmartin/big",
+              progress_every=2 * MIN)
+    g.gpus(nodes, T0, end + 5 * MIN, 60 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[idle_after(j, end), lambda n, gi, ts, d, st: d.update(util_pct=100, power_w=105.0) if stall < ts < end else None])
+    return Scenario("silent_stall_64n", silent_stall_64n.__doc__, g.events,
+                    [Expect(j.id, 0, "unknown", f"job:{j.id}", j, failure_ts={j.last_progress()},
+                            note="debatable: 'scheduler' (cancelled) would be the cancel, not the cause")], [], g)
+
+
+@scenario
+def healthy_noisy_fleet():
+    """Healthy jobs with noisy-but-normal telemetry: slowly growing SBE counts, a couple of NVLink
+    replays, sw_power_cap throttling, steady background CNPs, a switch counter reset, a BMC fan
+    warning that clears, progress logged only every 5 min, a 4-min checkpoint, a benign XID 43 at
+    job teardown after success, and a user cancel while progressing. NO incident at all."""
+    g = Gen(2100)
+    nodes = [f"gpu-h-{i:03d}" for i in range(1, 19)]
+    links = {n: [{"nic": "mlx5_0", "switch": f"sw-leaf-{100 + i // 9}", "port": f"Ethernet{4 * (i % 9)}",
+                  "segment": f"leaf-{100 + i // 9}"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    j1 = g.job("pytorchjob-ok-16n-aa11", nodes[:16], start=start, end=start + 150 * MIN, state="completed", exit_code=0,
+               src="training-operator@kube-ctl", ckpt_every=30 * MIN, ckpt_dur=4 * MIN, progress_every=5 * MIN,
+               ckpt_dir="/mnt/weka/ok/ckpt")
+    j2 = g.job("pytorchjob-ok-1n-bb22", nodes[16:17], start=start + 10 * MIN, end=start + 100 * MIN, state="completed",
+               exit_code=0, src="training-operator@kube-ctl", ckpt_every=20 * MIN)
+    j3 = g.job("pytorchjob-user-cancel-cc33", nodes[17:18], start=start + 5 * MIN, end=start + 75 * MIN, state="cancelled",
+               signal=15, reason="Cancelled by user", src="training-operator@kube-ctl", ckpt_every=20 * MIN)
+    g.xid(nodes[16], start + 100 * MIN + 3 * SEC, 0, 43, "Ch 00000008", pid=7712)
+    busy = {n: [(start, start + 150 * MIN)] for n in nodes[:16]}
+    busy[nodes[16]] = [(start + 10 * MIN, start + 100 * MIN)]
+    busy[nodes[17]] = [(start + 5 * MIN, start + 75 * MIN)]
+
+    def noise(node, gpu, ts, d, st):
+        if node == nodes[3] and gpu == 1 and ts in range(start + 60 * MIN, start + 60 * MIN + 15 * SEC):
+            st["nvl"] += 2
+        if node == nodes[7] and gpu == 5 and g.rng.random() < 0.05:
+            st["sbe"] += 1
+    g.gpus(nodes, T0, start + 160 * MIN, 15 * SEC, busy=busy, mods=[noise])
+
+    def fan(node, ts, d):
+        if node == nodes[2] and d["sensor"] == "Fan1A" and start + 30 * MIN <= ts < start + 33 * MIN:
+            d["value"], d["status"] = 2100.0, "warning"
+    g.bmc(nodes, T0, start + 160 * MIN, 60 * SEC, mods=[fan])
+
+    def reset(dev, port, ts, d, st):
+        if dev == "sw-leaf-100" and ts >= start + 80 * MIN and not st.get("_reset"):
+            for k in ("in_errors", "out_errors", "in_discards", "out_discards", "in_octets", "out_octets"):
+                st[k] = 0
+            st["_reset"] = True
+    g.ports([(f"sw-leaf-{100 + i // 9}", f"Ethernet{4 * (i % 9)}", n) for i, n in enumerate(nodes)], T0, start + 160 * MIN,
+            30 * SEC, mods=[reset])
+    for st in g.counters.values():
+        st.pop("_reset", None)
+    g.rdma(nodes, T0, start + 160 * MIN, 30 * SEC, hcas=("mlx5_0",))
+    return Scenario("healthy_noisy_fleet", healthy_noisy_fleet.__doc__, g.events, [],
+                    [(j1.id, 0), (j2.id, 0), (j3.id, 0)], g)
+
+
+def build(name: str) -> Scenario:
+    return SCENARIOS[name]()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="/tmp/helperJ")
+    ap.add_argument("names", nargs="*")
+    a = ap.parse_args(argv)
+    for name in a.names or list(SCENARIOS):
+        sc = build(name)
+        p = sc.write(Path(a.out) / f"{name}.jsonl")
+        print(f"{p}  {len(sc.events)} events")
+
+
+if __name__ == "__main__":
+    main()
