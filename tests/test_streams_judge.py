@@ -30,6 +30,12 @@ KNOWN: dict[tuple[str, str], str] = {
                               "application traceback, not gpu_oom (NVML shows GPU 4 full)",
     ("driver_xid31_before_crash", "cause"): "XID 31 before the CUDA illegal-address error, no hardware sign: engine says "
                                             "application; contract wording says driver_software (debatable)",
+    ("gpu_xid79_kernel_log_only", "cause"): "XID 79 only as a kernel runtime.log line with a PCI bus id: the engine "
+                                            "names GPU 0 instead of GPU 3 (the one whose samples stop)",
+    ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
+                                              "contract's gpu:<node>/<index>",
+    ("requeue_same_nodes_then_xid48", "checkpoint"): "attempt 1 resumed from attempt 0's checkpoint but last_checkpoint "
+                                                     "is null (looked up per attempt; debatable)",
 }
 
 _cache: dict[str, tuple] = {}
@@ -93,7 +99,9 @@ def test_root_cause(name, root):
         if e.retry_attempt is not None:
             assert inc.get("retry") and inc["retry"]["attempt"] == e.retry_attempt, (
                 f"{name}: {e.job}: retry should name attempt {e.retry_attempt}, got {inc.get('retry')}")
-            assert inc["retry"]["same_nodes"] is False, f"{name}: the retry ran on other nodes: {inc['retry']}"
+        if e.retry_same_nodes is not None:
+            assert inc["retry"]["same_nodes"] is e.retry_same_nodes, (
+                f"{name}: {e.job}: retry same_nodes should be {e.retry_same_nodes}: {inc['retry']}")
 
 
 @pytest.mark.parametrize("name", _cases("checkpoint"))

@@ -140,6 +140,7 @@ class Expect:
     ckpt_step: int | None | str = "auto"   # "auto": from job_obj.last_ok(); None: expect null
     failure_ts: set | None = None      # acceptable failure_ts values (ms), checked +-2 s
     retry_attempt: int | None = None
+    retry_same_nodes: bool | None = None
     note: str = ""
 
 
@@ -167,6 +168,12 @@ class Gen:
         self.jitter_ms = jitter_ms
         self.extra_rate = extra_rate
         self.counters: dict = {}
+        self.delay: dict[str, int] = {}      # event id -> extra delivery delay (ms), beyond the jitter
+
+    def late(self, e: dict, ms: int):
+        """Deliver ``e`` ``ms`` after its ts (e.g. a BMC SEL polled minutes later)."""
+        self.delay[e["id"]] = ms
+        return e
 
     # ---------------------------------------------------------------- envelope
     def _id(self) -> str:
@@ -260,7 +267,7 @@ class Gen:
                 t += interval
 
     def sel(self, node, ts, severity, sensor_type, message, message_id=None):
-        self.ev("hw.sel", ts, {"entry_id": str(self.rng.randint(100, 9999)), "severity": severity,
+        return self.ev("hw.sel", ts, {"entry_id": str(self.rng.randint(100, 9999)), "severity": severity,
                                "sensor_type": sensor_type, "message_id": message_id,
                                "message": message}, node=node, source=f"redfish@{node}-bmc")
 
@@ -434,7 +441,7 @@ class Gen:
                 e["x_cluster"] = "eu-west-ams2"
                 if e["kind"] != "inventory.versions":     # that one is a str -> str map
                     e["data"] = dict(e["data"], vendor_ext={"collector_version": "3.4.1", "seq": rng.randint(1, 10**6)})
-            k = e["ts"] + rng.uniform(0, self.jitter_ms)
+            k = e["ts"] + rng.uniform(0, self.jitter_ms) + self.delay.get(e["id"], 0)
             keyed.append((k, e))
             if rng.random() < self.dup_rate:
                 keyed.append((k + rng.uniform(0, 2000), e))
@@ -782,7 +789,7 @@ def node_psu_fail_requeue():
     g.bmc([bad], T0, fault - 5 * SEC, 60 * SEC)
     return Scenario("node_psu_fail_requeue", node_psu_fail_requeue.__doc__, g.events,
                     [Expect(j.id, 0, "node_hardware", f"node:{bad}", j, failure_ts={end, j.last_progress()},
-                            retry_attempt=1)], [(j2.id, 1)], g)
+                            retry_attempt=1, retry_same_nodes=False)], [(j2.id, 1)], g)
 
 
 @scenario
@@ -1625,6 +1632,295 @@ def healthy_noisy_fleet():
     g.rdma(nodes, T0, start + 160 * MIN, 30 * SEC, hcas=("mlx5_0",))
     return Scenario("healthy_noisy_fleet", healthy_noisy_fleet.__doc__, g.events, [],
                     [(j1.id, 0), (j2.id, 0), (j3.id, 0)], g)
+
+
+
+# =========================================================================== harder variants (round 2)
+
+@scenario
+def gpu_xid79_kernel_log_only():
+    """No XID/NVML-event collector: the XID 79 exists only as a kernel line forwarded as runtime.log
+    (stream kernel) naming the PCI bus id; NVML samples of that GPU (index 3, bus 4e) stop. Heavier
+    delivery noise: 10 % duplicates, 8 s reordering."""
+    g = Gen(7900, dup_rate=0.10, jitter_ms=8000)
+    nodes = ["gpu-x-001", "gpu-x-002", "gpu-x-003", "gpu-x-004", "gpu-x-005"]
+    jn = nodes[:4]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-200", "port": f"Ethernet{4 * i}", "segment": "leaf-200"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 39 * MIN
+    end = fault + 10 * MIN + 15 * SEC
+    j = g.job("pytorchjob-qwen-ft-7n2m", jn, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=15 * MIN, stop_at=fault, progress_every=20 * SEC)
+    bad = jn[1]
+    g.gpus(nodes, T0, end + 10 * MIN, 5 * SEC, busy={n: [(start, end)] for n in jn},
+           mods=[stop_after(bad, fault, 3), idle_after(j, end)])
+    g.log(j, fault, xid_line(3, 79, 40112, "GPU has fallen off the bus."), stream="kernel", node=bad)
+    g.log(j, fault + 300, "NVRM: GPU 0000:4e:00.0: GPU has fallen off the bus.", stream="kernel", node=bad)
+    nccl_timeouts(g, j, fault + 600 * SEC, [0, 3, 17, 30], seq=20931)
+    return Scenario("gpu_xid79_kernel_log_only", gpu_xid79_kernel_log_only.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/3", j, failure_ts={end, j.last_progress()},
+                            note="component needs the bus id -> index (from the kernel line + which GPU went silent)")], [], g)
+
+
+@scenario
+def gpu_xid79_gpu_null_pci_only():
+    """gpu.xid with gpu=null and only the pci bus id (allowed by the contract); NVML samples of GPU 6
+    (bus b7) stop at the fault; the ranks on other nodes hit the watchdog."""
+    g = Gen(7901)
+    nodes = [dgx(i) for i in range(120, 124)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-15", "port": f"Ethernet{4 * i}", "segment": "leaf-15"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 51 * MIN
+    end = fault + 10 * MIN + 30 * SEC
+    j = g.job("5599001", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=fault,
+              user="vpopov")
+    bad = nodes[3]
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[stop_after(bad, fault, 6), idle_after(j, end)])
+    g.xid(bad, fault, 6, 79, "GPU has fallen off the bus.", pid=5512, gpu_field=False)
+    nccl_timeouts(g, j, fault + 600 * SEC, [0, 8, 16], seq=8812)
+    return Scenario("gpu_xid79_gpu_null_pci_only", gpu_xid79_gpu_null_pci_only.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/6", j, failure_ts={end, j.last_progress()},
+                            note="component needs pci -> index; the silent GPU in NVML gives it")], [], g)
+
+
+@scenario
+def net_host_nic_down_no_switch_telemetry():
+    """No SNMP/switch collector: on gpu-y-003 the HCA mlx5_2 port 1 goes down (kernel carrier
+    event as net.link, RDMA link_downed +1, symbol errors climbing before); NCCL on another node
+    reports the remote error. Component: the NIC port (or the switch port the topology maps it to)."""
+    g = Gen(5100)
+    nodes = [f"gpu-y-{i:03d}" for i in range(1, 6)]
+    jn = nodes[:4]
+    links = {n: [{"nic": f"mlx5_{k}", "switch": f"sw-rail-{k}", "port": f"Ethernet{4 * i}", "segment": f"rail-{k}"}
+                 for k in range(4)] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    onset = start + 46 * MIN
+    end = onset + 10 * MIN + 40 * SEC
+    j = g.job("pytorchjob-t5-xxl-b8c1", jn, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=15 * MIN, stop_at=onset + 20 * SEC)
+    bad = jn[2]
+
+    def nic(node, hca, ts, st):
+        if node == bad and hca == "mlx5_2":
+            if ts >= onset - 8 * MIN:
+                st["symbol_error"] += 1500
+                st["port_rcv_errors"] += 300
+            if ts >= onset and st["link_downed"] == 0:
+                st["link_downed"] = 1
+    g.rdma(nodes, T0, end + 10 * MIN, 20 * SEC, mods=[nic])
+    g.link("mlx5_2", "1", bad, onset, "down", src="kernel")
+    g.log(j, onset + 100, "mlx5_core 0000:4b:00.0 enp75s0np0: Link down", stream="kernel", node=bad)
+    g.gpus(nodes, T0, end + 10 * MIN, 20 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.log(j, onset + 25 * SEC, "gpu-y-001:912:1301 [2] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+          "10.61.2.3<51122> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.61.2.1 remoteGids::ffff:10.61.2.3",
+          rank=2)
+    nccl_timeouts(g, j, onset + 600 * SEC, [2, 10], seq=7781)
+    sw_port = links[bad][2]
+    return Scenario("net_host_nic_down_no_switch_telemetry", net_host_nic_down_no_switch_telemetry.__doc__, g.events,
+                    [Expect(j.id, 0, "network_link", {"port:mlx5_2/1", f"port:{sw_port['switch']}/{sw_port['port']}"}, j,
+                            failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def host_oom_kernel_log_only():
+    """Slurm reports plain FAILED (exit 137, no OUT_OF_MEMORY state, no container event); the
+    evidence is the kernel OOM-killer line on cn-d07 and 'Killed' on the rank's stdout."""
+    g = Gen(9003)
+    nodes = ["cn-d06", "cn-d07", "cn-d08"]
+    jn = nodes[:2]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-70", "port": str(i + 1), "segment": "ib-leaf-70"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 34 * MIN
+    end = fault + 12 * SEC
+    j = g.job("7788123", jn, start=start, end=end, state="failed", exit_code=137, signal=9, ckpt_every=15 * MIN,
+              stop_at=fault, user="nsato", reason="NonZeroExitCode")
+    bad = jn[1]
+    g.log(j, fault - 400, "python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
+          stream="kernel", node=bad)
+    g.log(j, fault, "Out of memory: Killed process 99120 (pt_data_worker) total-vm:98123412kB, anon-rss:61234120kB, "
+          "file-rss:0kB, shmem-rss:20480kB, UID:51002 pgtables:120332kB oom_score_adj:0", stream="kernel", node=bad)
+    g.log(j, fault + 900, "Killed", rank=12, stream="stdout")
+    g.log(j, fault + 2 * SEC, "RuntimeError: DataLoader worker (pid 99120) is killed by signal: Killed. ", rank=12)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    return Scenario("host_oom_kernel_log_only", host_oom_kernel_log_only.__doc__, g.events,
+                    [Expect(j.id, 0, "host_oom", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_oom_old_torch_lightning():
+    """Older PyTorch wording inside a Lightning trainer: 'RuntimeError: CUDA out of memory. Tried to
+    allocate ... (GPU 3; 79.35 GiB total capacity; ...)', rank 3 of a 1-node 8-GPU job."""
+    g = Gen(8003)
+    nodes = ["ws-gpu-17", "ws-gpu-18"]
+    links = {n: [{"nic": "eth0", "switch": "tor-17", "port": f"xe-0/0/{i}", "segment": "row-c"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/data", "backend": "nfs", "server": "nas-c"}])
+    start = T0 + 2 * MIN
+    fault = start + 19 * MIN
+    end = fault + 9 * SEC
+    j = g.job("3301", nodes[:1], start=start, end=end, state="failed", exit_code=1, ckpt_every=6 * MIN, stop_at=fault,
+              ckpt_dir="/data/lightning_logs/version_3/checkpoints", ckpt_fmt="epoch=0-step={step}.ckpt", user="intern2")
+
+    def full(node, gpu, ts, d, st):
+        if node == nodes[0] and gpu == 3 and fault - 45 * SEC <= ts < end:
+            d["mem_used_mib"] = 81200
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={nodes[0]: [(start, end)]}, mods=[full, idle_after(j, end)])
+    g.log(j, fault, "Traceback (most recent call last):\n"
+          '  File "/home/intern2/venv/lib/python3.10/site-packages/pytorch_lightning/trainer/call.py", line 44, in _call_and_handle_interrupt\n'
+          "    return trainer_fn(*args, **kwargs)\n"
+          "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 3; 79.35 GiB total capacity; 75.12 GiB already "
+          "allocated; 1.19 GiB free; 77.40 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try "
+          "setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
+          rank=3)
+    return Scenario("gpu_oom_old_torch_lightning", gpu_oom_old_torch_lightning.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_oom", f"gpu:{nodes[0]}/3", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def application_filenotfound_on_storage_path():
+    """User error that NAMES a storage path: FileNotFoundError for a file under /lustre/scratch
+    (typo in the config) while the mount is healthy on every node; plus a benign XID 63 row-remap
+    record on a job GPU 30 min earlier. Must be application, not storage, not GPU."""
+    g = Gen(1601)
+    nodes = [dgx(i) for i in range(130, 133)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-17", "port": f"Ethernet{4 * i}", "segment": "leaf-17"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 47 * MIN
+    end = fault + 20 * SEC
+    j = g.job("8100231", nodes[:2], start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=fault,
+              user="gmorales", reason="NonZeroExitCode")
+    g.xid(nodes[1], fault - 30 * MIN, 5, 63, "Row Remapper: New row (0x00000000001f2e40) was marked for remapping, reset gpu to activate.",
+          pid=None)
+    g.log(j, fault, "Traceback (most recent call last):\n"
+          '  File "/home/gmorales/proj/eval.py", line 54, in run_eval\n    with open(cfg.eval_file) as f:\n'
+          "FileNotFoundError: [Errno 2] No such file or directory: '/lustre/scratch/gmorales/eval/mmlu_dev.jsonl'", rank=0)
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 30 * SEC)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes[:2]}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    return Scenario("application_filenotfound_on_storage_path", application_filenotfound_on_storage_path.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def application_nan_megatron():
+    """Megatron aborts on a NaN gradient norm (numerics, user side); every layer clean."""
+    g = Gen(1602)
+    nodes = [f"node{i:04d}.cluster.local" for i in range(400, 408)]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-40", "port": str(i + 1), "segment": "ib-leaf-40"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds03"}])
+    start = T0 + 2 * MIN
+    fault = start + 58 * MIN
+    end = fault + 25 * SEC
+    j = g.job("9020001", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=fault,
+              ckpt_fmt="iter_{step:07d}", user="kowalski")
+    for r in (0, 8, 40):
+        g.log(j, fault + r * 10, "Traceback (most recent call last):\n"
+              '  File "/workspace/Megatron-LM/megatron/training/training.py", line 727, in train_step\n'
+              "    update_successful, grad_norm, num_zeros_in_grad = optimizer.step()\n"
+              '  File "/workspace/Megatron-LM/megatron/core/optimizer/distrib_optimizer.py", line 1561, in step\n'
+              "    assert not found_nan\n"
+              "AssertionError: found NaN in local grad norm in backward pass before data-parallel communication collective. "
+              f"Device: {r % 8}, node: {nodes[r // 8]}", rank=r)
+    g.gpus(nodes, T0, end + 10 * MIN, 60 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.rdma(nodes, T0, end + 10 * MIN, 60 * SEC, hcas=("mlx5_0",))
+    return Scenario("application_nan_megatron", application_nan_megatron.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def node_memory_ue_late_sel():
+    """The decisive BMC SEL (memory UE, critical) is polled late: delivered 3 min after the job's
+    FAILED event. The latest incident revision must still name the node."""
+    g = Gen(2003)
+    nodes = ["gpu-f-011", "gpu-f-012", "gpu-f-013"]
+    jn = nodes[:2]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-300", "port": f"Ethernet{4 * i}", "segment": "leaf-300"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 38 * MIN
+    end = fault + 15 * SEC
+    j = g.job("6677100", jn, start=start, end=end, state="failed", exit_code=135, signal=7, ckpt_every=15 * MIN,
+              stop_at=fault, user="abaker")
+    bad = jn[0]
+    g.late(g.sel(bad, fault - 2 * SEC, "critical", "Memory", "Uncorrectable ECC error detected on DIMM P1-DIMMC1 (Memory #0x85)",
+                 "MEM0001"), 200 * SEC)
+    g.log(j, fault, "Bus error (core dumped)", rank=2)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 120 * SEC)
+    return Scenario("node_memory_ue_late_sel", node_memory_ue_late_sel.__doc__, g.events,
+                    [Expect(j.id, 0, "node_hardware", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def storage_missing_fleetwide():
+    """/mnt/weka disappears on every node (client lost the cluster): three jobs on different nodes
+    fail with ENOTCONN on the mount; each incident is storage_unavailable on the mount."""
+    g = Gen(7006)
+    nodes = [f"hgx-h100-g{i:02d}" for i in range(1, 7)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-400", "port": f"Ethernet{4 * i}", "segment": "leaf-400"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-cluster-1"}])
+    fault = T0 + 70 * MIN
+    exp, busy = [], {}
+    for k, jid in enumerate(["pytorchjob-a-1x1x", "pytorchjob-b-2y2y", "pytorchjob-c-3z3z"]):
+        jn = nodes[2 * k:2 * k + 2]
+        start = T0 + (5 + 7 * k) * MIN
+        end = fault + (40 + 20 * k) * SEC
+        j = g.job(jid, jn, start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+                  ckpt_every=20 * MIN, stop_at=fault + k * SEC, ckpt_dir=f"/mnt/weka/{jid}/ckpt")
+        g.log(j, end - 10 * SEC, f"OSError: [Errno 107] Transport endpoint is not connected: '/mnt/weka/{jid}/data/part-00017.parquet'",
+              rank=1)
+        exp.append(Expect(jid, 0, "storage_unavailable", "path:/mnt/weka", j, failure_ts={end, j.last_progress()}))
+        for n in jn:
+            busy[n] = [(start, end)]
+    for n in nodes:
+        g.mount(n, fault + 3 * SEC, "/mnt/weka", "missing", "Transport endpoint is not connected")
+    g.storage(nodes, "/mnt/weka", "wekafs", T0, fault, 30 * SEC)
+    g.gpus(nodes, T0, T0 + 2 * HOUR, 30 * SEC, busy=busy)
+    return Scenario("storage_missing_fleetwide", storage_missing_fleetwide.__doc__, g.events, exp, [], g)
+
+
+@scenario
+def requeue_same_nodes_then_xid48():
+    """Attempt 0 is preempted (scheduler) and requeued on the SAME nodes; attempt 1 resumes from
+    attempt 0's last checkpoint and dies 14 min later of an XID 48 before writing a checkpoint of
+    its own. Two incidents: scheduler (retry: attempt 1, same_nodes) and gpu_hardware whose last
+    succeeded checkpoint is attempt 0's (lost GPU-h counted from attempt 1's start)."""
+    g = Gen(4801)
+    nodes = ["node0601.cluster.local", "node0602.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-61", "port": str(i + 1), "segment": "ib-leaf-61"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    s0 = T0 + 2 * MIN
+    e0 = s0 + 52 * MIN
+    j0 = g.job("4455667", nodes, start=s0, end=e0, state="preempted", signal=15, reason="Preempted by job 4455700 (QOS high)",
+               ckpt_every=20 * MIN, user="rkhan", ckpt_dir="/gpfs/work/rkhan/ckpt")
+    last0 = j0.last_ok()
+    s1 = e0 + 4 * MIN
+    fault = s1 + 14 * MIN
+    e1 = fault + 30 * SEC
+    j1 = g.job("4455667", nodes, attempt=1, start=s1, end=e1, state="failed", exit_code=1, ckpt_every=20 * MIN,
+               first_step=last0[2], stop_at=fault, user="rkhan", submit=e0 + 2 * SEC, ckpt_dir="/gpfs/work/rkhan/ckpt",
+               reason="NonZeroExitCode")
+    assert not j1.last_ok()
+    j1.ckpts = list(j0.ckpts) + j1.ckpts          # the job's checkpoint history spans attempts
+    g.xid(nodes[0], fault, 2, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 2.",
+          pid=5120)
+    g.log(j1, fault + 800, "RuntimeError: CUDA error: uncorrectable ECC error encountered", rank=2)
+
+    def dbe(node, gpu, ts, d, st):
+        if node == nodes[0] and gpu == 2 and ts >= fault:
+            st["dbe"] = 1
+    g.gpus(nodes, T0, e1 + 10 * MIN, 30 * SEC, busy={n: [(s0, e0), (s1, e1)] for n in nodes}, mods=[dbe])
+    return Scenario("requeue_same_nodes_then_xid48", requeue_same_nodes_then_xid48.__doc__, g.events,
+                    [Expect(j0.id, 0, "scheduler", f"job:{j0.id}", j0, failure_ts={e0, j0.last_progress()}, retry_attempt=1,
+                            retry_same_nodes=True),
+                     Expect(j1.id, 1, "gpu_hardware", f"gpu:{nodes[0]}/2", j1, failure_ts={e1, j1.last_progress()},
+                            note="checkpoint from the previous attempt: the contract's 'later of ckpt ts and start_ts' implies it")],
+                    [], g)
 
 
 def build(name: str) -> Scenario:
