@@ -435,7 +435,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if cur is not None and cur != ch.to:
             continue
         comp = f"version:{ch.component}={ch.to}"
-        prior = change_failures(comp, failure_ts) if change_failures else 0
+        # other jobs that failed on the new version since it arrived here (failures on it
+        # elsewhere before this change say nothing about the change)
+        prior = max(0, change_failures(comp, failure_ts) - change_failures(comp, ch.ts)) if change_failures else 0
         w = recency(ch.ts)
         base = (0.45 if ch.component in RUNTIME_COMPONENTS else 0.25) * (1.0 if announced else 0.85)
         score = plausible(w * (base + min(0.3, 0.15 * prior)))
