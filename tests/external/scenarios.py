@@ -388,6 +388,13 @@ def driver_upgrade_breaks_several_jobs():
         exp.append(Expect(job, category="change_regression", component="version:driver=550.90.07",
                           ruled_out={"net", "storage", "hw"}, ckpt_step=None,
                           lost_gpu_hours=_gh(a.gpus, fail + 40 * SEC - start)))
+    # the same hours, a GPU of n06 falls off the bus under another job: hardware, whatever changed
+    h = s.run("50005", 0, nodes[5:6], 8, 2 * MIN, 33 * MIN, "failed", exit_code=1)
+    s.heartbeat(h, 2 * MIN + 30 * SEC, 32 * MIN, 30 * SEC, ranks="zero")
+    s.xid(nodes[5], 32 * MIN + 10 * SEC, 1, 79, "GPU has fallen off the bus.")
+    s.say(h, 32 * MIN + 11 * SEC, traceback("RuntimeError: CUDA error: unspecified launch failure"), rank=1)
+    exp.append(Expect("50005", category="gpu_hardware", component="gpu:a100-n06/1", ckpt_step=None,
+                      lost_gpu_hours=_gh(8, 31 * MIN)))
     for n in nodes:
         s.gpus(n, 8, -2 * HOUR, 45 * MIN, 60 * SEC)
         s.bmc(n, -2 * HOUR, 45 * MIN, 300 * SEC)
@@ -420,12 +427,19 @@ def old_driver_node_without_change_event():
     b = s.run("7701", 0, ["node-0a3"], 8, 10 * MIN, 25 * MIN, "failed", exit_code=1)
     s.heartbeat(b, 10 * MIN + 30 * SEC, 24 * MIN, 30 * SEC, ranks="zero")
     s.say(b, 24 * MIN + 30 * SEC, traceback("ValueError: too many values to unpack (expected 2)"), rank=0)
+    # a single-node job on the old node with a newer CUDA runtime in its image: the same error
+    c = s.run("7702", 0, ["node-0a3"], 8, 30 * MIN, 31 * MIN, "failed", exit_code=1,
+              image="nvcr.io/nvidia/pytorch:24.10-py3")
+    s.say(c, 30 * MIN + 40 * SEC, traceback("RuntimeError: CUDA driver version is insufficient for CUDA runtime version"),
+          rank=0)
     for n in nodes:
-        s.gpus(n, 8, -5 * MIN, 27 * MIN, 30 * SEC)
-        s.bmc(n, -5 * MIN, 27 * MIN, 60 * SEC)
-        s.switch_port("leaf-0a", f"p{nodes.index(n)}", -5 * MIN, 27 * MIN, 60 * SEC)
+        s.gpus(n, 8, -5 * MIN, 32 * MIN, 30 * SEC)
+        s.bmc(n, -5 * MIN, 32 * MIN, 60 * SEC)
+        s.switch_port("leaf-0a", f"p{nodes.index(n)}", -5 * MIN, 32 * MIN, 60 * SEC)
     return s.arrival(), [Expect("7700", category="driver_software", component="node:node-0a3", ckpt_step=None,
                                 lost_gpu_hours=_gh(32, 2 * MIN)),
+                         Expect("7702", category="driver_software", component="node:node-0a3", ckpt_step=None,
+                                lost_gpu_hours=_gh(8, 1 * MIN)),
                          Expect("7701", category="application", component="job:7701", ckpt_step=None,
                                 ruled_out={"gpu", "net", "hw"}, lost_gpu_hours=_gh(8, 15 * MIN))]
 
@@ -1095,3 +1109,33 @@ def k8s_container_oom_killed():
     return s.arrival(), [Expect("sft-po-2", category="host_oom", component="node:gke-pool-a-1",
                                 ruled_out={"gpu", "net"}, not_ruled_out={"hw", "storage"}, ckpt_step=None,
                                 lost_gpu_hours=_gh(8, 12 * MIN))]
+
+
+@scenario
+def silent_nccl_update_seen_only_in_inventory_reports():
+    """Unattended upgrades move NCCL 2.20.5 -> 2.21.5 on four nodes; nobody announces it, but
+    the nodes' periodic inventory reports show the new version. Two jobs started afterwards
+    on those nodes die at communicator init with an NCCL internal error, with the fabric,
+    GPUs and storage clean. A job that ran on the same nodes the day before was fine."""
+    s = Story("silentnccl")
+    nodes = ["s-01", "s-02", "s-03", "s-04"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "s-leaf", f"swp{i + 1}", "s")], [("/ckpt", "nfs", "s-nas")], ts=-26 * HOUR)
+        for k, t in enumerate(range(-26 * HOUR, 0, 6 * HOUR)):
+            s.stack(n, t + i * SEC, driver="550.54.15", nccl="2.20.5" if t < -3 * HOUR else "2.21.5")
+    ok = s.run("s-100", 0, nodes[:2], 8, -24 * HOUR, -23 * HOUR, "completed", exit_code=0)
+    s.heartbeat(ok, -24 * HOUR + 30 * SEC, -23 * HOUR - 30 * SEC, 120 * SEC, ranks="zero")
+    exp = []
+    for job, ns, t in (("s-101", nodes[:2], 0), ("s-102", nodes[2:], 20 * MIN)):
+        a = s.run(job, 0, ns, 8, t, t + 2 * MIN, "failed", exit_code=1)
+        s.say(a, t + 70 * SEC, "s-0x:1234:1290 [2] NCCL WARN Call to ibv_modify_qp failed with error Invalid argument\n"
+              "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the "
+              "NCCL developers, NCCL version 2.21.5\nncclInternalError: Internal check failed.", rank=2)
+        exp.append(Expect(job, category="change_regression", component="version:nccl=2.21.5", ckpt_step=None,
+                          ruled_out={"gpu", "net", "hw", "storage"}, lost_gpu_hours=_gh(16, 2 * MIN)))
+    for n in nodes:
+        s.gpus(n, 8, -10 * MIN, 25 * MIN, 60 * SEC)
+        s.bmc(n, -10 * MIN, 25 * MIN, 300 * SEC)
+        s.mount(n, "/ckpt", -10 * MIN, 25 * MIN, 120 * SEC)
+        s.switch_port("s-leaf", f"swp{nodes.index(n) + 1}", -10 * MIN, 25 * MIN, 60 * SEC)
+    return s.arrival(), exp + [Expect("s-100", incident=False)]
