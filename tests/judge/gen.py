@@ -153,8 +153,8 @@ class Scenario:
     healthy: list[tuple[str, int]]       # (job, attempt) that must have NO incident
     gen: "Gen"
 
-    def write(self, path: Path) -> Path:
-        self.gen.write(path, self.events)
+    def write(self, path: Path, seed: int | None = None) -> Path:
+        self.gen.write(path, self.events, seed)
         return path
 
 
@@ -429,10 +429,10 @@ class Gen:
         self.ev("sched.node", ts, {"state": state, "reason": reason}, node=node, source=src)
 
     # ---------------------------------------------------------------- delivery
-    def write(self, path: Path, events: list | None = None) -> Path:
+    def write(self, path: Path, events: list | None = None, seed: int | None = None) -> Path:
         """Deliver like a real bus: slightly out of order (< jitter), some duplicates,
-        some unknown extra fields (envelope and data)."""
-        rng = random.Random(len(self.events))
+        some unknown extra fields (envelope and data). ``seed`` picks another delivery order."""
+        rng = random.Random(len(self.events) if seed is None else seed)
         evs = events if events is not None else self.events
         keyed = []
         for e in evs:
@@ -1921,6 +1921,284 @@ def requeue_same_nodes_then_xid48():
                      Expect(j1.id, 1, "gpu_hardware", f"gpu:{nodes[0]}/2", j1, failure_ts={e1, j1.last_progress()},
                             note="checkpoint from the previous attempt: the contract's 'later of ckpt ts and start_ts' implies it")],
                     [], g)
+
+
+
+# =========================================================================== round 3: timing traps and missing layers
+
+@scenario
+def gpu_xid79_long_timeout_stall_first():
+    """NCCL timeout set to 30 min (Timeout(ms)=1800000): after XID 79 the job makes no progress for
+    30 min (a stall by any threshold) before the watchdog kills it. One incident, gpu_hardware."""
+    g = Gen(7902)
+    nodes = [f"hgx-h100-k{i:02d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-500", "port": f"Ethernet{4 * i}", "segment": "leaf-500"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 44 * MIN
+    end = fault + 30 * MIN + 40 * SEC
+    j = g.job("pytorchjob-dit-xl-30m-t0", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=15 * MIN, stop_at=fault)
+    bad = nodes[2]
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[stop_after(bad, fault, 5), idle_after(j, end)])
+    g.xid(bad, fault, 5, 79, "GPU has fallen off the bus.", pid=3011)
+    for r in (0, 7, 30):
+        g.log(j, fault + 1800 * SEC + r, watchdog_lines(r, fault + 1800 * SEC + r, 3301, timeout_ms=1800000), rank=r)
+    return Scenario("gpu_xid79_long_timeout_stall_first", gpu_xid79_long_timeout_stall_first.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/5", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_xid79_hang_until_time_limit():
+    """No watchdog (TORCH_NCCL_ASYNC_ERROR_HANDLING=0): after XID 79 the job hangs silently until
+    Slurm kills it at its time limit 2 h later (state TIMEOUT). The cause is the GPU, not the
+    scheduler; failure_ts is the last progress."""
+    g = Gen(7903)
+    nodes = ["node0701.cluster.local", "node0702.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-71", "port": str(i + 1), "segment": "ib-leaf-71"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 61 * MIN
+    end = start + 180 * MIN
+    j = g.job("9911223", nodes, start=start, end=end, state="timeout", signal=15, reason="TimeLimit", ckpt_every=20 * MIN,
+              stop_at=fault, user="ptran")
+    bad = nodes[1]
+    g.gpus(nodes, T0, end + 5 * MIN, 60 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[stop_after(bad, fault, 0), idle_after(j, end)])
+    g.xid(bad, fault, 0, 79, "GPU has fallen off the bus.", pid=81220, kernel_log_job=j.id)
+    g.log(j, end - 500, f"slurmstepd: error: *** JOB 9911223 ON {nodes[0]} CANCELLED AT {iso(end - 500)} DUE TO TIME LIMIT ***",
+          node=nodes[0])
+    return Scenario("gpu_xid79_hang_until_time_limit", gpu_xid79_hang_until_time_limit.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/0", j, failure_ts={j.last_progress()})], [], g)
+
+
+@scenario
+def healthy_sparse_progress_cancel():
+    """Progress logged only every 12 min (log interval 100 steps x 7 s); checkpoints every hour taking
+    6 min; the user cancels 5 min after a progress line. And a second job still running when the
+    file ends, 9 min after its last progress line (same cadence). NO incident."""
+    g = Gen(2200)
+    nodes = [f"gpu-s-{i:03d}" for i in range(1, 9)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-600", "port": f"Ethernet{4 * i}", "segment": "leaf-600"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    j = g.job("pytorchjob-405b-probe-s1", nodes[:4], start=start, end=None, state="running", emit_end=False,
+              step_time=7.0, progress_every=12 * MIN, ckpt_every=60 * MIN, ckpt_dur=6 * MIN, init=8 * MIN,
+              src="training-operator@kube-ctl")
+    cancel = j.last_progress() if False else None
+    # cut the job 5 min after a progress line at ~3 h and cancel it
+    cut = [t for t, _ in j.progress if t > start + 3 * HOUR][0] + 5 * MIN
+    g.events = [e for e in g.events if not (e["job"] == j.id and e["ts"] > cut)]
+    j.progress = [p for p in j.progress if p[0] <= cut]
+    j.ckpts = [c for c in j.ckpts if c[0] <= cut]
+    g.ev("sched.job", cut, {"state": "cancelled", "attempt": 0, "nodes": nodes[:4], "gpus": 32, "ranks": j.ranks(),
+                            "exit_code": None, "signal": 15, "image": None, "name": "train", "user": "alice",
+                            "start_ts": start, "end_ts": cut, "reason": "Cancelled by user"},
+         job=j.id, source="training-operator@kube-ctl")
+    file_end = cut + 20 * MIN
+    j2 = g.job("pytorchjob-405b-probe-s2", nodes[4:], start=start + 30 * MIN, end=None, state="running", emit_end=False,
+               step_time=7.0, progress_every=12 * MIN, ckpt_every=60 * MIN, ckpt_dur=6 * MIN, init=8 * MIN,
+               src="training-operator@kube-ctl")
+    last2 = max(t for t, _ in j2.progress if t <= file_end - 9 * MIN)
+    g.events = [e for e in g.events if not (e["job"] == j2.id and e["ts"] > last2)]
+    g.gpus(nodes, T0, file_end, 60 * SEC, busy={**{n: [(start, cut)] for n in nodes[:4]},
+                                               **{n: [(start + 30 * MIN, file_end)] for n in nodes[4:]}})
+    return Scenario("healthy_sparse_progress_cancel", healthy_sparse_progress_cancel.__doc__, g.events, [],
+                    [(j.id, 0), (j2.id, 0)], g)
+
+
+@scenario
+def node_thermal_shutdown_sensor_only():
+    """No SEL: only BMC sensors. CPU2 temperature climbs to critical (fan failure: Fan3A 0 RPM
+    critical) and the node powers off; the job ends NODE_FAIL."""
+    g = Gen(2004)
+    nodes = ["gpu-t-101", "gpu-t-102", "gpu-t-103"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-700", "port": f"Ethernet{4 * i}", "segment": "leaf-700"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    onset = start + 40 * MIN
+    fault = onset + 9 * MIN
+    end = fault + 5 * MIN
+    j = g.job("5512345", nodes[:2], start=start, end=end, state="node_fail", reason="NodeFail", ckpt_every=20 * MIN,
+              stop_at=fault, user="hmueller")
+    bad = nodes[1]
+
+    def heat(node, ts, d):
+        if node != bad or ts < onset:
+            return None
+        if ts >= fault:
+            return False
+        f = (ts - onset) / (fault - onset)
+        if d["sensor"] == "Fan1A":
+            d["sensor"] = "Fan3A"
+            d["value"], d["status"] = 0.0, "critical"
+        if d["sensor"] == "CPU1 Temp":
+            d["sensor"] = "CPU2 Temp"
+            d["value"] = round(70 + 35 * f, 1)
+            d["status"] = "critical" if d["value"] >= 95 else "warning"
+    g.bmc(nodes, T0, end + 10 * MIN, 30 * SEC, mods=[heat])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes[:2]},
+           mods=[stop_after(bad, fault), idle_after(j, end)])
+    g.sched_node(bad, fault + 2 * MIN, "down", "Not responding")
+    return Scenario("node_thermal_shutdown_sensor_only", node_thermal_shutdown_sensor_only.__doc__, g.events,
+                    [Expect(j.id, 0, "node_hardware", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def storage_slow_one_rank_blocks_nccl():
+    """/lustre/scratch read latency on ONE node goes to seconds (OST overloaded); that node's
+    dataloader starves, its ranks stop entering the collective and the other ranks hit the NCCL
+    watchdog. The mount stays 'ok'. Cause: storage_slow, not network."""
+    g = Gen(7007)
+    nodes = [dgx(i) for i in range(140, 148)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-18", "port": f"Ethernet{4 * i}", "segment": "leaf-18"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    onset = start + 50 * MIN
+    stop = onset + 3 * MIN
+    end = stop + 10 * MIN + 20 * SEC
+    j = g.job("pytorchjob-video-ldm-h6r2", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=stop, tenant="gen-media",
+              step_time_fn=lambda t: 1.6 if t < onset else 9.0)
+    bad = nodes[5]
+
+    def slow(node, ts, d):
+        if node == bad and ts >= onset:
+            d.update(read_lat_ms=round(2500 + (ts % 1500), 1), read_mbps=round(1 + (ts % 3), 1), read_iops=4,
+                     queue_depth=180 + ts % 40)
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 15 * SEC, mods=[slow])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.ports([("sw-leaf-18", f"Ethernet{4 * i}", n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC)
+    g.log(j, onset + 5 * MIN, "Lustre: scratch-OST0011-osc-ffff8f2a1c4e9800: Connection to scratch-OST0011 (at 10.0.0.21@o2ib) "
+          "was lost; in progress operations using this service will wait for recovery to complete", stream="kernel", node=bad)
+    nccl_timeouts(g, j, stop + 600 * SEC, [0, 9, 18, 27, 60], seq=12345)
+    return Scenario("storage_slow_one_rank_blocks_nccl", storage_slow_one_rank_blocks_nccl.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_slow", "path:/lustre/scratch", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def net_congestion_no_rdma_layer():
+    """No RDMA collector: congestion shows only as switch discards (in/out_discards climbing on
+    many ports of segment rack-12, zero errors, no flaps) while a neighbour's all-to-all runs; the
+    job dies with NCCL timeouts."""
+    g = Gen(6002)
+    nodes = [f"r12-gpu-{i:02d}" for i in range(1, 13)]
+    ja, jb = nodes[:4], nodes[4:12]
+    links = {n: [{"nic": "mlx5_0", "switch": "r12-tor-a", "port": f"swp{i + 1}", "segment": "rack-12"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/vast", "backend": "vast", "server": "vast-vip"}])
+    start = T0 + 2 * MIN
+    onset = start + 35 * MIN
+    stop = onset + 6 * MIN
+    end = stop + 10 * MIN + 15 * SEC
+    j = g.job("pytorchjob-mamba-2p8b-c3", ja, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=15 * MIN, stop_at=stop, step_time_fn=lambda t: 1.1 if t < onset else 4.0)
+    jb_ = g.job("pytorchjob-a2a-neighbour-c4", jb, start=onset - MIN, end=end + 30 * MIN, state="completed", exit_code=0,
+                src="training-operator@kube-ctl", ckpt_every=60 * MIN, user="bob")
+
+    def disc(dev, port, ts, d, st):
+        if onset <= ts < end + 30 * MIN:
+            st["out_discards"] += 120000
+            st["in_discards"] += 20000
+    g.ports([("r12-tor-a", f"swp{i + 1}", n) for i, n in enumerate(nodes)], T0, end + 35 * MIN, 20 * SEC, mods=[disc],
+            src="cumulus-snmp")
+    g.gpus(nodes, T0, end + 35 * MIN, 30 * SEC, busy={**{n: [(start, end)] for n in ja}, **{n: [(onset - MIN, end + 30 * MIN)] for n in jb}},
+           mods=[idle_after(j, end)])
+    nccl_timeouts(g, j, stop + 600 * SEC, [0, 9, 17, 30], seq=4321, op="REDUCE_SCATTER")
+    return Scenario("net_congestion_no_rdma_layer", net_congestion_no_rdma_layer.__doc__, g.events,
+                    [Expect(j.id, 0, "network_congestion", "segment:rack-12", j, failure_ts={end, j.last_progress()})],
+                    [(jb_.id, 0)], g)
+
+
+@scenario
+def net_ib_spine_port_storm():
+    """A spine port (switch-to-switch, key = the switch name, node null) ib-spine-2/17 has an error
+    storm and flaps twice; a 16-node job spanning two leaves dies with NCCL retry-exceeded errors.
+    Topology names only the leaves: the spine is on the path between them."""
+    g = Gen(5003)
+    nodes = [f"cn-e{i:02d}" for i in range(1, 17)]
+    links = {n: [{"nic": "mlx5_0", "switch": f"ib-leaf-{1 + i // 8}", "port": str(1 + i % 8), "segment": f"ib-leaf-{1 + i // 8}"}]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    onset = start + 53 * MIN
+    end = onset + 11 * MIN
+    j = g.job("7001234", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=onset + 30 * SEC,
+              user="zli", reason="NonZeroExitCode")
+
+    def storm(dev, port, ts, d, st):
+        if dev == "ib-spine-2" and port == "17" and ts >= onset - 3 * MIN:
+            st["in_errors"] += 40000
+            if onset <= ts < onset + 40 * SEC:
+                d["oper_status"] = "down"
+    uplinks = [(f"ib-spine-{s}", str(p), None) for s in (1, 2) for p in range(15, 20)]
+    g.ports(uplinks + [(f"ib-leaf-{1 + i // 8}", str(1 + i % 8), n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC,
+            mods=[storm], speed=400000, src="ufm")
+    g.link("ib-spine-2", "17", None, onset, "down", src="ufm")
+    g.link("ib-spine-2", "17", None, onset + 30 * SEC, "up", src="ufm")
+    g.gpus(nodes, T0, end + 10 * MIN, 60 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    for r in (3, 70, 101):
+        g.log(j, onset + 40 * SEC + r, f"{nodes[r // 8]}:2201:2290 [{r % 8}] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion "
+              f"from peer 10.70.1.{(r // 8 + 8) % 16 + 1}<51515> with status=12 opcode=1 len=0 vendor err 129 (Send) ", rank=r)
+    nccl_timeouts(g, j, onset + 600 * SEC, [0, 64], seq=999)
+    return Scenario("net_ib_spine_port_storm", net_ib_spine_port_storm.__doc__, g.events,
+                    [Expect(j.id, 0, "network_link", "port:ib-spine-2/17", j, failure_ts={end, j.last_progress()},
+                            note="debatable: the topology lists only leaf ports; the spine is inferred to be on the path")], [], g)
+
+
+@scenario
+def change_then_unrelated_user_bug():
+    """A driver upgrade lands on both nodes an hour before the job starts; the job runs fine for
+    40 min, then dies of a plain user TypeError (infrastructure clean). Application, not the change."""
+    g = Gen(1401)
+    nodes = ["gpu-u-001", "gpu-u-002"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-800", "port": f"Ethernet{4 * i}", "segment": "leaf-800"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - 5 * HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}],
+                  versions={"driver": "550.54.15", "cuda": "12.4", "nccl": "2.21.5"})
+    for n in nodes:
+        g.change(n, T0 - 60 * MIN, "driver", "550.54.15", "550.90.07", ticket="CHG-21000")
+        g.ev("inventory.versions", T0 - 55 * MIN, {"driver": "550.90.07", "cuda": "12.4", "nccl": "2.21.5"}, node=n,
+             source=f"inv-agent@{n}")
+    start = T0 + 2 * MIN
+    fault = start + 41 * MIN
+    end = fault + 20 * SEC
+    j = g.job("6020304", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN, stop_at=fault,
+              user="sjones", reason="NonZeroExitCode")
+    g.log(j, fault, "Traceback (most recent call last):\n"
+          '  File "/home/sjones/rl/ppo.py", line 412, in compute_advantages\n    adv = (rewards - values.mean()) / values.std() + cfg.eps\n'
+          "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'", rank=0)
+    g.gpus(nodes, T0 - 70 * MIN, end + 10 * MIN, 60 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("change_then_unrelated_user_bug", change_then_unrelated_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_oom_ranks_unmapped():
+    """k8s job whose scheduler record has ranks -> null (the operator does not know placement):
+    the OOM line comes from a runtime.log event that carries the node; 'GPU 5' in the message."""
+    g = Gen(8004)
+    nodes = ["aks-ndv5-31415926-vmss000004", "aks-ndv5-31415926-vmss000007"]
+    links = {n: [{"nic": f"mlx5_ib{k}", "switch": f"ib-leaf-r{k}", "port": str(i + 1), "segment": f"rail-{k}"} for k in range(8)]
+             for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/blobfuse", "backend": "blobfuse2", "server": None}])
+    start = T0 + 2 * MIN
+    fault = start + 22 * MIN
+    end = fault + 15 * SEC
+    j = g.job("pytorchjob-phi3-sft-aks-7", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=10 * MIN, stop_at=fault, ckpt_dir="/mnt/blobfuse/phi3/ckpt")
+    for e in g.events:
+        if e["kind"] == "sched.job" and e["job"] == j.id:
+            e["data"]["ranks"] = {r: None for r in e["data"]["ranks"]}
+    bad = nodes[1]
+
+    def full(node, gpu, ts, d, st):
+        if node == bad and gpu == 5 and fault - 60 * SEC <= ts < end:
+            d["mem_used_mib"] = 81300
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[full, idle_after(j, end)])
+    g.log(j, fault, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 5 has a total capacity of "
+          "79.19 GiB of which 412.00 MiB is free. Process 40412 has 78.77 GiB memory in use.", rank=13, node=bad)
+    return Scenario("gpu_oom_ranks_unmapped", gpu_oom_ranks_unmapped.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_oom", f"gpu:{bad}/5", j, failure_ts={end, j.last_progress()})], [], g)
 
 
 def build(name: str) -> Scenario:
