@@ -40,6 +40,8 @@ KNOWN: dict[tuple[str, str], str] = {
                                           "application 'every layer clean' despite NCCL retry-exceeded errors (component debatable)",
     ("storage_slow_one_rank_blocks_nccl", "cause"): "regression with G's in-progress correlate.py: application 0.30 now beats "
                                                     "storage_slow 0.26 when the job's only errors are NCCL watchdog timeouts",
+    ("gpu_oom_visible_devices_per_task", "cause"): "takes 'GPU 0' of the OOM message (the task's view under per-task "
+                                                   "CUDA_VISIBLE_DEVICES) over rank 13 = local 5 and NVML's full GPU 5",
 }
 
 _cache: dict[str, tuple] = {}

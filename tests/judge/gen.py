@@ -2201,6 +2201,207 @@ def gpu_oom_ranks_unmapped():
                     [Expect(j.id, 0, "gpu_oom", f"gpu:{bad}/5", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+# =========================================================================== round 4
+
+@scenario
+def gpu_xid79_with_sympathetic_xids():
+    """XID 79 on GPU 2, then the driver tears down every other GPU's channels: XID 45 'Preemptive
+    cleanup' on GPUs 0-7 and XID 154 'Node Reboot Required'. The culprit is GPU 2, not the
+    sympathetic ones."""
+    g = Gen(7904)
+    nodes = [dgx(i) for i in range(150, 154)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-19", "port": f"Ethernet{4 * i}", "segment": "leaf-19"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 49 * MIN
+    end = fault + 10 * MIN + 20 * SEC
+    j = g.job("pytorchjob-llava-ov-d1s2", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=fault)
+    bad = nodes[1]
+    g.gpus(nodes, T0, end + 10 * MIN, 20 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[stop_after(bad, fault, 2), idle_after(j, end)])
+    g.xid(bad, fault, 2, 79, "GPU has fallen off the bus.", pid=6120)
+    for k in range(8):
+        if k != 2:
+            g.xid(bad, fault + 1500 + 40 * k, k, 45, f"Ch {k + 8:08x}", pid=6118 + k)
+    g.xid(bad, fault + 2 * SEC, 2, 154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", pid=None)
+    nccl_timeouts(g, j, fault + 600 * SEC, [0, 16, 24], seq=5050)
+    return Scenario("gpu_xid79_with_sympathetic_xids", gpu_xid79_with_sympathetic_xids.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/2", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_xid92_sbe_storm():
+    """XID 92 (excessive single-bit ECC interrupts) and SBE counters racing on GPU 7, then the rank
+    dies with 'unspecified launch failure'. gpu_hardware per the contract's XID list."""
+    g = Gen(9292)
+    nodes = ["node0801.cluster.local", "node0802.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-80", "port": str(i + 1), "segment": "ib-leaf-80"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    onset = start + 30 * MIN
+    fault = onset + 12 * MIN
+    end = fault + 20 * SEC
+    j = g.job("8800123", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN, stop_at=fault,
+              user="qzhao", reason="NonZeroExitCode")
+    bad = nodes[0]
+
+    def sbe(node, gpu, ts, d, st):
+        if node == bad and gpu == 7 and ts >= onset:
+            st["sbe"] += 4000
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[sbe, idle_after(j, end)])
+    for k in range(3):
+        g.xid(bad, onset + k * 4 * MIN, 7, 92, "High single-bit ECC error rate", pid=None)
+    g.log(j, fault, "RuntimeError: CUDA error: unspecified launch failure\nCUDA kernel errors might be asynchronously reported "
+          "at some other API call, so the stacktrace below might be incorrect.", rank=7)
+    return Scenario("gpu_xid92_sbe_storm", gpu_xid92_sbe_storm.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/7", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def driver_gsp_xid120():
+    """XID 120 GSP error on GPU 4 (no ECC/BMC sign, no change); the rank dies."""
+    g = Gen(1120)
+    nodes = ["gb200-nvl72-r3-t07", "gb200-nvl72-r3-t08"]
+    links = {n: [{"nic": "mlx5_0", "switch": "ib-leaf-r3", "port": str(i + 7), "segment": "nvl72-r3"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}],
+                  versions={"driver": "570.124.06", "cuda": "12.8", "nccl": "2.25.1", "gpu_firmware": "97.00.9E.00.02"})
+    start = T0 + 2 * MIN
+    fault = start + 33 * MIN
+    end = fault + 40 * SEC
+    j = g.job("12345678", nodes, gpn=4, start=start, end=end, state="failed", exit_code=1, ckpt_every=10 * MIN, stop_at=fault,
+              user="ytan", reason="NonZeroExitCode")
+    bad = nodes[1]
+    g.gpus(nodes, T0, end + 10 * MIN, 10 * SEC, ngpu=4, busy={n: [(start, end)] for n in nodes}, mem_total=189471,
+           mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.xid(bad, fault, 3, 120, "GSP task timeout @ pc:0x1b4c2a8, task: 1", pid=7001)
+    g.log(j, fault + 3 * SEC, "RuntimeError: CUDA error: unspecified launch failure", rank=j.rank(bad, 3))
+    return Scenario("driver_gsp_xid120", driver_gsp_xid120.__doc__, g.events,
+                    [Expect(j.id, 0, "driver_software", f"gpu:{bad}/3", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def application_while_gpu_runs_hot():
+    """A GPU of the job runs hot all along (sw_thermal throttling, 86 C, no slowdown of the job) and
+    the job dies of a user IndexError. Application: the throttling did not make a straggler."""
+    g = Gen(1603)
+    nodes = [dgx(i) for i in range(160, 164)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-20", "port": f"Ethernet{4 * i}", "segment": "leaf-20"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 63 * MIN
+    end = fault + 25 * SEC
+    j = g.job("pytorchjob-detr-coco-h0t", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=fault)
+
+    def warm(node, gpu, ts, d, st):
+        if node == nodes[2] and gpu == 6 and start < ts < end:
+            d["temp_c"], d["throttle"] = 86, ["sw_thermal"]
+            d["sm_clock_mhz"] = 1350
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[warm, idle_after(j, end)])
+    g.log(j, fault, "Traceback (most recent call last):\n"
+          '  File "/app/detr/datasets/coco.py", line 131, in __getitem__\n    target = self.targets[idx]\n'
+          "IndexError: list index out of range", rank=21)
+    return Scenario("application_while_gpu_runs_hot", application_while_gpu_runs_hot.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_oom_visible_devices_per_task():
+    """Slurm with --gpus-per-task=1: every task sees its GPU as device 0, so the OOM message says
+    'GPU 0' while the physical GPU is local rank 5's (NVML shows GPU 5 full)."""
+    g = Gen(8005)
+    nodes = ["node0901.cluster.local", "node0902.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-90", "port": str(i + 1), "segment": "ib-leaf-90"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 27 * MIN
+    end = fault + 10 * SEC
+    j = g.job("9400117", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=10 * MIN, stop_at=fault,
+              user="mrossi", reason="NonZeroExitCode")
+    bad = nodes[1]
+
+    def full(node, gpu, ts, d, st):
+        if node == bad and gpu == 5 and fault - 40 * SEC <= ts < end:
+            d["mem_used_mib"] = 81400
+    g.gpus(nodes, T0, end + 10 * MIN, 10 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[full, idle_after(j, end)])
+    g.log(j, fault, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of "
+          "79.15 GiB of which 2.06 GiB is free. Including non-PyTorch memory, this process has 77.08 GiB memory in use.",
+          rank=j.rank(bad, 5))
+    return Scenario("gpu_oom_visible_devices_per_task", gpu_oom_visible_devices_per_task.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_oom", f"gpu:{bad}/5", j, failure_ts={end, j.last_progress()},
+                            note="debatable: the message's 'GPU 0' is the task's view; rank 13 = local 5 and NVML agree on 5")],
+                    [], g)
+
+
+@scenario
+def storage_quota_edquot():
+    """Lustre user quota: the checkpoint fails with EDQUOT ('Disk quota exceeded') while the file
+    system itself is 58 % used. Capacity problem on the mount: storage_full."""
+    g = Gen(7008)
+    nodes = ["node1001.cluster.local", "node1002.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-100", "port": str(i + 1), "segment": "ib-leaf-100"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/project", "backend": "lustre", "server": "mds05"}])
+    start = T0 + 2 * MIN
+    ck_every = 15 * MIN
+    fail_ts = start + 150 * SEC + 3 * ck_every
+    end = fail_ts + 90 * SEC
+    probe = Gen(1)
+    pj = probe.job("x", nodes, start=start, end=end, state="failed", ckpt_every=ck_every, stop_at=fail_ts + 1)
+    fstep = [c for c in pj.ckpts if c[1] == "started"][2][2]
+    err = f"OSError: [Errno 122] Disk quota exceeded: '/lustre/project/p1234/ckpt/step_{fstep}/optim_states.pt'"
+    j = g.job("3030303", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=ck_every,
+              ckpt_dir="/lustre/project/p1234/ckpt", ckpt_fmt="step_{step}", ckpt_fail={fstep: err}, stop_at=fail_ts + 1,
+              user="p1234u1", reason="NonZeroExitCode")
+    g.log(j, fail_ts + 60 * SEC, err, rank=0)
+    g.storage(nodes, "/lustre/project", "lustre", T0, end + 10 * MIN, 60 * SEC, used=58.0)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("storage_quota_edquot", storage_quota_edquot.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_full", "path:/lustre/project", j, failure_ts={end, j.last_progress()},
+                            note="debatable: a quota is per user, but it is the capacity class the contract names (ENOSPC-like)")],
+                    [], g)
+
+
+@scenario
+def stall_still_running_at_file_end():
+    """Progress stops with no error; the job is still RUNNING when the file ends 75 min later (no
+    cancel yet). The contract makes that an incident (stall) already."""
+    g = Gen(1901)
+    nodes = [f"gpu-v-{i:03d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-900", "port": f"Ethernet{4 * i}", "segment": "leaf-900"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    stall = start + 47 * MIN
+    file_end = stall + 75 * MIN
+    j = g.job("pytorchjob-hang-at-end-x1", nodes, start=start, end=None, state="running", emit_end=False,
+              src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=stall)
+    g.gpus(nodes, T0, file_end, 30 * SEC, busy={n: [(start, file_end)] for n in nodes},
+           mods=[lambda n, gi, ts, d, st: d.update(util_pct=0, power_w=88.0) if ts > stall else None])
+    return Scenario("stall_still_running_at_file_end", stall_still_running_at_file_end.__doc__, g.events,
+                    [Expect(j.id, 0, "unknown", f"job:{j.id}", j, failure_ts={j.last_progress()})], [], g)
+
+
+@scenario
+def application_single_gpu_job():
+    """A 1-GPU Slurm job (gpus=1) dies of a user ZeroDivisionError; lost GPU-h uses 1 GPU."""
+    g = Gen(1604)
+    nodes = ["node1101.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-110", "port": "1", "segment": "ib-leaf-110"}] for n in nodes}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 83 * MIN
+    end = fault + 5 * SEC
+    j = g.job("555000_1", nodes, gpn=1, start=start, end=end, state="failed", exit_code=1, ckpt_every=30 * MIN, stop_at=fault,
+              user="student7", reason="NonZeroExitCode")
+    g.log(j, fault, 'Traceback (most recent call last):\n  File "/home/student7/hw3/train.py", line 77, in <module>\n'
+          "    acc = correct / total\nZeroDivisionError: division by zero", rank=0)
+    g.gpus(nodes, T0, end + 10 * MIN, 60 * SEC, busy={nodes[0]: [(start, end)]}, mods=[idle_after(j, end)])
+    return Scenario("application_single_gpu_job", application_single_gpu_job.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
