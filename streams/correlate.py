@@ -518,12 +518,13 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
 
     # ---- application: only when no infrastructure candidate of weight remains
     infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
-    if app_errs or (state == "failed" and not cands):
+    if app_errs or (state == "failed" and infra_weight < cfg.explain_min
+                    and not any(c.category == "scheduler" for c in cands.values())):
         appl_score = 0.75 if app_code else (0.6 if code_bug else (0.45 if app_errs else 0.3))
         s0 = (code_errs or code_bug or app_errs or [None])[0]
         summary = (f"application error: {s0.summary}" if s0 is not None
                    else f"job failed{f' with exit code {rec.exit_code}' if rec.exit_code is not None else ''}; "
-                        "every infrastructure layer clean")
+                        + ("every infrastructure layer clean" if not cands else "no infrastructure signal of weight"))
         if infra_weight >= cfg.explain_min:
             appl_score = min(appl_score, infra_weight - 0.05, 0.3)
         c = _Cand("application", f"job:{rec.job}", appl_score, s0.ts if s0 is not None else failure_ts, summary)
@@ -531,6 +532,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         cands[("application", f"job:{rec.job}")] = c
 
     ranked = sorted(cands.values(), key=lambda c: (_tier(c.score), c.ts, -c.score, c.category, c.component))
+    if ranked and ranked[0].category != "application" and ranked[0].score < cfg.explain_min:
+        # nothing of weight on the infrastructure: the application verdict (when there is one) comes first
+        ranked.sort(key=lambda c: c.category != "application")
     if stalled and ranked and all(c.score < cfg.explain_min for c in ranked):
         ranked = []
     if not ranked:
