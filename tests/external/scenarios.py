@@ -1139,3 +1139,126 @@ def silent_nccl_update_seen_only_in_inventory_reports():
         s.mount(n, "/ckpt", -10 * MIN, 25 * MIN, 120 * SEC)
         s.switch_port("s-leaf", f"swp{nodes.index(n) + 1}", -10 * MIN, 25 * MIN, 60 * SEC)
     return s.arrival(), exp + [Expect("s-100", incident=False)]
+
+
+@scenario
+def memory_ue_machine_check_panics_a_node():
+    """An uncorrectable DIMM error: the kernel logs a machine check, the BMC logs the memory UE,
+    the node panics and the scheduler ends the job NODE_FAIL."""
+    s = Story("mce")
+    nodes = ["mc-1", "mc-2", "mc-3", "mc-4"]
+    _pair(s, nodes, "mc-leaf", "mc")
+    a = s.run("mc-7", 0, nodes, 8, 0, 27 * MIN, "node_fail", exit_code=None)
+    st = s.heartbeat(a, 30 * SEC, 10 * MIN, 30 * SEC, ranks="zero")
+    s.ckpt(a, 10 * MIN + 30 * SEC, st, f"/ckpt/mc-7/{st}")
+    s.heartbeat(a, 11 * MIN, 21 * MIN, 30 * SEC, ranks="zero", step0=st)
+    s.say(a, 21 * MIN + 10 * SEC, "mce: [Hardware Error]: CPU 37: Machine Check Exception: 5 Bank 13: be00000000800400",
+          node="mc-3", stream="kernel")
+    s.sel("mc-3", 21 * MIN + 11 * SEC, "critical", "Memory", "Uncorrectable ECC error on DIMM A7 (CPU2)", "MEM0001")
+    s.node_state("mc-3", 26 * MIN, "down", "Kill task failed")
+    _clean(s, nodes, "mc-leaf", -5 * MIN, 29 * MIN)
+    return s.arrival(), [Expect("mc-7", category="node_hardware", component="node:mc-3", ckpt_step=st,
+                                ruled_out={"gpu", "net", "storage"}, lost_gpu_hours=_gh(32, 27 * MIN - (10 * MIN + 30 * SEC)))]
+
+
+@scenario
+def switch_discards_congestion_without_rdma_counters():
+    """A RoCE fabric with only SNMP: egress discards surge on the leaf ports of the job's
+    segment (the job's and a neighbour's), no errors, no link change; the job slows and
+    its ranks time out. network_congestion on the segment."""
+    s = Story("discards")
+    nodes = ["sd-1", "sd-2", "sd-3"]
+    _pair(s, nodes, "sd-leaf", "sd-pod")
+
+    def surge(t):
+        return {"in_discards": 0, "out_discards": 0} if t < 15 * MIN else {"out_discards": int((t - 15 * MIN) / SEC) * 900,
+                                                                             "in_discards": 0}
+    a = s.run("sd-40", 0, nodes[:2], 8, 0, 36 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 15 * MIN, 30 * SEC, ranks="zero", step_time=1.0)
+    s.heartbeat(a, 15 * MIN + 30 * SEC, 25 * MIN, 30 * SEC, ranks="zero", step_time=2.6, step0=300, steps_per_beat=4)
+    for r in range(16):
+        s.say(a, 35 * MIN + 10 * SEC + r * 20, nccl_watchdog(r, timeout_ms=600_000), rank=r)
+    for i, n in enumerate(nodes):
+        s.gpus(n, 8, -5 * MIN, 38 * MIN, 30 * SEC)
+        s.bmc(n, -5 * MIN, 38 * MIN, 120 * SEC)
+        s.switch_port("sd-leaf", f"swp{i + 1}", -5 * MIN, 38 * MIN, 30 * SEC, tweak=surge)
+    return s.arrival(), [Expect("sd-40", category="network_congestion", component="segment:sd-pod",
+                                ruled_out={"gpu", "hw"}, not_ruled_out={"net"}, ckpt_step=None,
+                                lost_gpu_hours=_gh(16, 36 * MIN))]
+
+
+@scenario
+def checkpoint_filer_slow_seen_only_from_other_nodes():
+    """The job's nodes ship no storage telemetry; other clients of the same checkpoint filer
+    report its latency exploding. The job hangs inside a checkpoint write and is cancelled."""
+    s = Story("filer")
+    nodes = ["fl-1", "fl-2"]
+    others = ["fl-7", "fl-8"]
+    for i, n in enumerate(nodes + others):
+        s.attach(n, [("mlx5_0", "fl-leaf", f"swp{i + 1}", "fl")], [("/ckpt", "nfs", "filer-9")])
+        s.stack(n, driver="550.54.15")
+    a = s.run("fl-3", 0, nodes, 8, 0, 70 * MIN, "cancelled", exit_code=None)
+    good = s.heartbeat(a, 30 * SEC, 15 * MIN, 30 * SEC, ranks="zero")
+    s.ckpt(a, 15 * MIN + 30 * SEC, good, f"/ckpt/fl-3/step{good}")
+    st = s.heartbeat(a, 16 * MIN, 30 * MIN, 30 * SEC, ranks="zero", step0=good)
+    s.ckpt(a, 30 * MIN + 10 * SEC, st, f"/ckpt/fl-3/step{st}", "started")
+    for n in others:
+        s.mount(n, "/ckpt", -10 * MIN, 72 * MIN, 30 * SEC,
+                tweak=lambda t: {"write_lat_ms": 4_000.0, "read_lat_ms": 2_200.0, "write_mbps": 1.0} if t >= 27 * MIN else None)
+    for i, n in enumerate(nodes):
+        s.gpus(n, 8, -5 * MIN, 72 * MIN, 30 * SEC)
+        s.switch_port("fl-leaf", f"swp{i + 1}", -5 * MIN, 72 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("fl-3", category="storage_slow", component="path:/ckpt", ruled_out={"gpu", "net"},
+                                not_ruled_out={"storage", "hw"}, ckpt_step=good,
+                                lost_gpu_hours=_gh(16, 30 * MIN - (15 * MIN + 30 * SEC)))]
+
+
+@scenario
+def time_limit_while_progressing():
+    """The job was healthy and simply ran out of its time limit: scheduler."""
+    s = Story("tlimit")
+    nodes = ["tl-1"]
+    _pair(s, nodes, "tl-leaf", "tl")
+    a = s.run("tl-8", 0, nodes, 8, 0, 120 * MIN, "timeout", exit_code=None, reason="TimeLimit")
+    st = s.heartbeat(a, 30 * SEC, 100 * MIN, 60 * SEC, ranks="zero")
+    s.ckpt(a, 100 * MIN + 20 * SEC, st, f"/ckpt/tl-8/{st}")
+    s.heartbeat(a, 101 * MIN, 119 * MIN, 60 * SEC, ranks="zero", step0=st)
+    _clean(s, nodes, "tl-leaf", -5 * MIN, 122 * MIN, gpu_every=120 * SEC)
+    return s.arrival(), [Expect("tl-8", category="scheduler", component="job:tl-8", ckpt_step=st,
+                                ruled_out={"gpu", "net", "hw", "storage"},
+                                lost_gpu_hours=_gh(8, 120 * MIN - (100 * MIN + 20 * SEC)))]
+
+
+@scenario
+def slurm_out_of_memory_with_cgroup_kill():
+    """Slurm ends the job OUT_OF_MEMORY after the cgroup OOM killer hit a rank on the second
+    node (the kernel line says so). host_oom on that node, not the first one."""
+    s = Story("cgoom")
+    nodes = ["co-1", "co-2"]
+    _pair(s, nodes, "co-leaf", "co")
+    a = s.run("co-5", 0, nodes, 4, 0, 14 * MIN, "out_of_memory", exit_code=None, signal=9)
+    s.heartbeat(a, 30 * SEC, 13 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 13 * MIN + 20 * SEC, "Memory cgroup out of memory: Killed process 99012 (python3) total-vm:301223400kB, "
+          "anon-rss:250112300kB, file-rss:81232kB, shmem-rss:4kB, UID:1000 pgtables:512004kB oom_score_adj:0",
+          node="co-2", stream="kernel")
+    _clean(s, nodes, "co-leaf", -5 * MIN, 16 * MIN, gpn=4)
+    return s.arrival(), [Expect("co-5", category="host_oom", component="node:co-2", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw", "storage"}, lost_gpu_hours=_gh(8, 14 * MIN))]
+
+
+@scenario
+def failed_without_message_and_a_minor_bmc_warning():
+    """The job exits 1 with no error text (its launcher only says a child failed); the only
+    thing in any layer is a BMC fan warning on one of its nodes. A warning does not explain
+    a crash: application (every infrastructure layer effectively clean), not node_hardware."""
+    s = Story("fanwarn")
+    nodes = ["fw-1", "fw-2"]
+    _pair(s, nodes, "fw-leaf", "fw")
+    a = s.run("fw-6", 0, nodes, 8, 0, 19 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 18 * MIN, 30 * SEC, ranks="zero")
+    s.emit("hw.sensor", 12 * MIN, {"sensor": "Fan2B", "type": "fan", "value": 2_100.0, "unit": "RPM", "status": "warning"},
+           node="fw-2", source="redfish@fw-2-bmc")
+    s.say(a, 18 * MIN + 40 * SEC, child_failed(4, "fw-1"), rank=0)
+    _clean(s, nodes, "fw-leaf", -5 * MIN, 21 * MIN)
+    return s.arrival(), [Expect("fw-6", category="application", component="job:fw-6", ckpt_step=None,
+                                ruled_out={"gpu", "net", "storage"}, lost_gpu_hours=_gh(16, 19 * MIN))]
