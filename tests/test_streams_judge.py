@@ -42,6 +42,11 @@ KNOWN: dict[tuple[str, str], str] = {
                                                     "storage_slow 0.26 when the job's only errors are NCCL watchdog timeouts",
     ("gpu_oom_visible_devices_per_task", "cause"): "takes 'GPU 0' of the OOM message (the task's view under per-task "
                                                    "CUDA_VISIBLE_DEVICES) over rank 13 = local 5 and NVML's full GPU 5",
+    ("scheduler_final_state_only", "checkpoint"): "runtime events that precede the job's first (and only, final) sched.job "
+                                                  "record are not kept: last_checkpoint null",
+    ("scheduler_final_state_only", "loss"): "same: lost GPU-h counted from start_ts (14.0 instead of 2.47)",
+    ("change_image_seen_only_in_jobs", "cause"): "an image bump visible only in sched.job image (no inventory.change) is not "
+                                                 "a change: 3 identical ABI failures on :v42 called application (debatable)",
 }
 
 _cache: dict[str, tuple] = {}

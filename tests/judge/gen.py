@@ -2402,6 +2402,150 @@ def application_single_gpu_job():
                     [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+# =========================================================================== round 5: other collectors' conventions
+
+@scenario
+def vendor_signatures_oom_and_app():
+    """This vendor's collector classifies log lines itself (the contract's optional `signature`) in
+    its OWN vocabulary ('GPU_MEM_EXHAUSTED', 'PY_EXCEPTION', 'COLLECTIVE_TIMEOUT'). Job A: GPU OOM
+    on rank 6. Job B: a user AttributeError, with an ECC counter reset (driver reload) on one of its
+    GPUs an hour earlier. The engine must not be thrown by unknown signature names."""
+    g = Gen(3100)
+    nodes = ["gpu-w-001", "gpu-w-002", "gpu-w-003"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1000", "port": f"Ethernet{4 * i}", "segment": "leaf-1000"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fa = start + 31 * MIN
+    ea = fa + 12 * SEC
+    ja = g.job("pytorchjob-sig-a-1q", nodes[:1], start=start, end=ea, state="failed", exit_code=1,
+               src="training-operator@kube-ctl", ckpt_every=10 * MIN, stop_at=fa)
+    fb = start + 95 * MIN
+    eb = fb + 20 * SEC
+    jb = g.job("pytorchjob-sig-b-2w", nodes[1:3], start=start, end=eb, state="failed", exit_code=1,
+               src="training-operator@kube-ctl", ckpt_every=20 * MIN, stop_at=fb)
+
+    def mods(node, gpu, ts, d, st):
+        if node == nodes[0] and gpu == 6 and fa - 30 * SEC <= ts < ea:
+            d["mem_used_mib"] = 81500
+        if node == nodes[2] and gpu == 1:
+            if ts < start + 30 * MIN:
+                st["sbe"] = max(st["sbe"], 5400)
+            elif not st.get("_r"):
+                st["sbe"], st["_r"] = 0, True          # volatile ECC counters reset by a driver reload
+    g.gpus(nodes, T0, eb + 10 * MIN, 20 * SEC, busy={nodes[0]: [(start, ea)], nodes[1]: [(start, eb)], nodes[2]: [(start, eb)]},
+           mods=[mods])
+    e = g.ev("runtime.log", fa, {"rank": 6, "stream": "stderr", "signature": "GPU_MEM_EXHAUSTED",
+                                 "message": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 6 has a "
+                                            "total capacity of 79.15 GiB of which 310.00 MiB is free."},
+             node=nodes[0], job=ja.id, source="vector@gpu-w-001")
+    g.ev("runtime.log", fb, {"rank": 3, "stream": "stderr", "signature": "PY_EXCEPTION",
+                             "message": "Traceback (most recent call last):\n  File \"/app/train.py\", line 99, in <module>\n"
+                                        "    model.generate_eval()\nAttributeError: 'LlamaForCausalLM' object has no attribute "
+                                        "'generate_eval'"}, node=nodes[1], job=jb.id, source="vector@gpu-w-002")
+    g.ev("runtime.log", fb + 5 * SEC, {"rank": 12, "stream": "stderr", "signature": "COLLECTIVE_TIMEOUT",
+                                       "message": "RuntimeError: NCCL communicator was aborted on rank 12."},
+         node=nodes[2], job=jb.id, source="vector@gpu-w-003")
+    return Scenario("vendor_signatures_oom_and_app", vendor_signatures_oom_and_app.__doc__, g.events,
+                    [Expect(ja.id, 0, "gpu_oom", f"gpu:{nodes[0]}/6", ja, failure_ts={ea, ja.last_progress()}),
+                     Expect(jb.id, 0, "application", f"job:{jb.id}", jb, failure_ts={eb, jb.last_progress()})], [], g)
+
+
+@scenario
+def polling_scheduler_collector():
+    """The scheduler collector polls every 60 s: each sched.job event's ts is the poll time (up to a
+    minute after the real start_ts / end_ts in data), so the job's first progress and its failure
+    logs arrive BEFORE the scheduler says it is running / failed. XID 48 story."""
+    g = Gen(3200)
+    nodes = ["node1201.cluster.local", "node1202.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-120", "port": str(i + 1), "segment": "ib-leaf-120"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 44 * MIN
+    end = fault + 20 * SEC
+    j = g.job("7300001", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN, stop_at=fault,
+              init=20 * SEC, user="opoll", reason="NonZeroExitCode")
+    for e in g.events:
+        if e["kind"] == "sched.job":
+            e["ts"] += {"pending": 40, "running": 55, "failed": 58}[e["data"]["state"]] * SEC
+    bad = nodes[1]
+
+    def dbe(node, gpu, ts, d, st):
+        if node == bad and gpu == 4 and ts >= fault:
+            st["dbe"] = 1
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[dbe, idle_after(j, end)])
+    g.xid(bad, fault, 4, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 3.",
+          pid=3201)
+    g.log(j, fault + 700, "RuntimeError: CUDA error: uncorrectable ECC error encountered", rank=j.rank(bad, 4))
+    return Scenario("polling_scheduler_collector", polling_scheduler_collector.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/4", j, failure_ts={end, end + 58 * SEC, j.last_progress()})], [], g)
+
+
+@scenario
+def scheduler_final_state_only():
+    """The collector reads accounting (sacct) after the fact: only ONE sched.job event per attempt,
+    the final FAILED state with start_ts/end_ts. Host OOM story (kernel OOM line + slurmstepd)."""
+    g = Gen(3300)
+    nodes = ["node1301.cluster.local", "node1302.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-130", "port": str(i + 1), "segment": "ib-leaf-130"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 52 * MIN
+    end = fault + 30 * SEC
+    j = g.job("7400002", nodes, start=start, end=end, state="out_of_memory", signal=9, ckpt_every=20 * MIN, stop_at=fault,
+              user="sacct", reason="OutOfMemory")
+    g.events = [e for e in g.events if not (e["kind"] == "sched.job" and e["data"]["state"] != "out_of_memory")]
+    for e in g.events:
+        if e["kind"] == "sched.job":
+            e["ts"] = end + 4 * MIN                  # read from accounting minutes later
+    bad = nodes[0]
+    g.log(j, fault, "Out of memory: Killed process 51002 (python) total-vm:301234112kB, anon-rss:240123004kB, file-rss:0kB, "
+          "shmem-rss:0kB, UID:6001 pgtables:512004kB oom_score_adj:0", stream="kernel", node=bad)
+    g.log(j, fault + SEC, "slurmstepd: error: Detected 1 oom_kill event in StepId=7400002.0. Some of the step tasks have been OOM Killed.",
+          node=bad)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("scheduler_final_state_only", scheduler_final_state_only.__doc__, g.events,
+                    [Expect(j.id, 0, "host_oom", f"node:{bad}", j, failure_ts={end, end + 4 * MIN, j.last_progress()})], [], g)
+
+
+@scenario
+def change_image_seen_only_in_jobs():
+    """No inventory.change: the pipeline's job records show image :v41 for two earlier runs that
+    completed, then the same team's next three jobs use :v42 and each dies at import within minutes,
+    on different nodes. The version change is visible only in sched.job image."""
+    g = Gen(1402)
+    nodes = [f"gpu-z-{i:03d}" for i in range(1, 11)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1100", "port": f"Ethernet{4 * i}", "segment": "leaf-1100"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - HOUR, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    old, new = "ghcr.io/acme/trainer:v41", "ghcr.io/acme/trainer:v42"
+    exp, healthy, busy = [], [], {}
+    specs = [("pytorchjob-nightly-0301", nodes[0:2], old, 0, "ok"), ("pytorchjob-nightly-0302", nodes[2:4], old, 10 * MIN, "ok"),
+             ("pytorchjob-nightly-0303", nodes[4:6], new, 95 * MIN, "bad"), ("pytorchjob-nightly-0304", nodes[6:8], new, 110 * MIN, "bad"),
+             ("pytorchjob-nightly-0305", nodes[8:10], new, 125 * MIN, "bad")]
+    for jid, jn, img, off, kind in specs:
+        start = T0 + off
+        if kind == "ok":
+            end = start + 70 * MIN
+            g.job(jid, jn, start=start, end=end, state="completed", exit_code=0, image=img, src="training-operator@kube-ctl",
+                  ckpt_every=30 * MIN, user="nightly-bot")
+            healthy.append((jid, 0))
+        else:
+            end = start + 2 * MIN
+            j = g.job(jid, jn, start=start, end=end, state="failed", exit_code=1, image=img, init=50 * SEC,
+                      src="training-operator@kube-ctl", user="nightly-bot", reason="BackoffLimitExceeded")
+            g.log(j, end - 30 * SEC, "Traceback (most recent call last):\n  File \"/workspace/train.py\", line 3, in <module>\n"
+                  "    import flash_attn\n  File \"/usr/local/lib/python3.11/site-packages/flash_attn/__init__.py\", line 3, in <module>\n"
+                  "    from flash_attn.flash_attn_interface import (\nImportError: /usr/local/lib/python3.11/site-packages/"
+                  "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", rank=0)
+            exp.append(Expect(jid, 0, "change_regression", f"version:image={new}", j, ckpt_step=None,
+                              failure_ts={end, j.last_progress()} - {None},
+                              note="debatable: the change is visible only in the jobs' image field (the contract's own example component)"))
+        for n in jn:
+            busy[n] = [(start, end)]
+    g.gpus(nodes, T0, T0 + 150 * MIN, 60 * SEC, busy=busy)
+    return Scenario("change_image_seen_only_in_jobs", change_image_seen_only_in_jobs.__doc__, g.events, exp, healthy, g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
