@@ -2546,6 +2546,145 @@ def change_image_seen_only_in_jobs():
     return Scenario("change_image_seen_only_in_jobs", change_image_seen_only_in_jobs.__doc__, g.events, exp, healthy, g)
 
 
+
+# =========================================================================== round 6
+
+@scenario
+def gpu_nvlink_both_ends():
+    """XID 74 reported by BOTH GPUs at the ends of a failing NVLink (GPU 1 and GPU 5, 80 ms apart),
+    nvlink_errors climbing on both; either end is an acceptable component."""
+    g = Gen(7475)
+    nodes = [dgx(i) for i in range(170, 172)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-21", "port": f"Ethernet{4 * i}", "segment": "leaf-21"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    fault = start + 36 * MIN
+    end = fault + 20 * SEC
+    j = g.job("8123001", nodes[:1], start=start, end=end, state="failed", exit_code=1, ckpt_every=10 * MIN, stop_at=fault,
+              user="nvl", reason="NonZeroExitCode")
+
+    def nvl(node, gpu, ts, d, st):
+        if node == nodes[0] and gpu in (1, 5) and ts >= fault - 60 * SEC:
+            st["nvl"] += 700
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={nodes[0]: [(start, end)]}, mods=[nvl, idle_after(j, end)])
+    g.xid(nodes[0], fault, 1, 74, "NVLink: fatal error detected on link 9(0x0, 0x0, 0x0, 0x10000, 0x0, 0x0, 0x0)", pid=1101)
+    g.xid(nodes[0], fault + 80, 5, 74, "NVLink: fatal error detected on link 2(0x0, 0x0, 0x0, 0x10000, 0x0, 0x0, 0x0)", pid=1105)
+    g.log(j, fault + 2 * SEC, "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution", rank=5)
+    return Scenario("gpu_nvlink_both_ends", gpu_nvlink_both_ends.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_nvlink", {f"gpu:{nodes[0]}/1", f"gpu:{nodes[0]}/5"}, j,
+                            failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gpu_xid_delivered_late():
+    """The XID 79 (ts = the fault) reaches the bus 3 min late (log shipper backlog), after the job's
+    FAILED record. The latest incident revision must name the GPU."""
+    g = Gen(7905)
+    nodes = ["gpu-late-01", "gpu-late-02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1200", "port": f"Ethernet{4 * i}", "segment": "leaf-1200"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 41 * MIN
+    end = fault + 25 * SEC
+    j = g.job("pytorchjob-late-xid-1a", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=15 * MIN, stop_at=fault)
+    bad = nodes[0]
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[stop_after(bad, fault, 7), idle_after(j, end)])
+    g.xid(bad, fault, 7, 79, "GPU has fallen off the bus.", pid=4100)
+    g.late(g.events[-1], 200 * SEC)
+    g.log(j, fault + 15 * SEC, "RuntimeError: CUDA error: unspecified launch failure", rank=7)
+    return Scenario("gpu_xid_delivered_late", gpu_xid_delivered_late.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/7", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def junk_lines_do_not_change_answers():
+    """The file also carries junk a real bus sees: a non-JSON line, an unknown kind, an event 3 days
+    in the future, a missing required field, an oversized message. Dead-lettered; the storage-full
+    story of the job must come out the same."""
+    g = Gen(7009)
+    nodes = ["node1401.cluster.local", "node1402.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-140", "port": str(i + 1), "segment": "ib-leaf-140"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/scratch", "backend": "gpfs", "server": "ess03"}])
+    start = T0 + 2 * MIN
+    ck_every = 15 * MIN
+    fail_ts = start + 150 * SEC + 2 * ck_every
+    end = fail_ts + 80 * SEC
+    probe = Gen(1)
+    pj = probe.job("x", nodes, start=start, end=end, state="failed", ckpt_every=ck_every, stop_at=fail_ts + 1)
+    fstep = [c for c in pj.ckpts if c[1] == "started"][1][2]
+    err = "OSError: [Errno 28] No space left on device"
+    j = g.job("7500123", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=ck_every,
+              ckpt_dir="/gpfs/scratch/u/ckpt", ckpt_fail={fstep: err}, stop_at=fail_ts + 1, user="junk")
+    g.storage(nodes, "/gpfs/scratch", "gpfs", T0, end + 10 * MIN, 60 * SEC,
+              mods=[lambda n, ts, d: d.update(used_pct=100.0) if ts > fail_ts - 5 * MIN else None])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.log(j, fail_ts + 50 * SEC, err, rank=0)
+    sc = Scenario("junk_lines_do_not_change_answers", junk_lines_do_not_change_answers.__doc__, g.events,
+                  [Expect(j.id, 0, "storage_full", "path:/gpfs/scratch", j, failure_ts={end, j.last_progress()})], [], g)
+    orig_write = sc.write
+
+    def write(path, seed=None):
+        p = Path(orig_write(path, seed))
+        lines = p.read_text().splitlines()
+        junk = ['{"v":1,"id":"junk-1","ts":' + str(start + MIN),                      # truncated JSON
+                json.dumps({"v": 1, "id": "junk-2", "ts": start + 2 * MIN, "kind": "gpu.power_event", "source": "x",
+                            "node": nodes[0], "job": None, "tenant": None, "data": {"w": 1}}),
+                json.dumps({"v": 1, "id": "junk-3", "ts": start + 3 * 24 * HOUR, "kind": "gpu.xid", "source": "x",
+                            "node": nodes[0], "job": None, "tenant": None,
+                            "data": {"gpu": 0, "pci": None, "xid": 79, "pid": None, "message": "future"}}),
+                json.dumps({"v": 1, "id": "junk-4", "kind": "hw.sel", "source": "x", "node": nodes[1], "job": None,
+                            "tenant": None, "data": {}}),
+                json.dumps({"v": 1, "id": "junk-5", "ts": start + 4 * MIN, "kind": "runtime.log", "source": "x",
+                            "node": nodes[0], "job": j.id, "tenant": None,
+                            "data": {"rank": 0, "stream": "stdout", "message": "x" * 300_000}})]
+        for k, jl in enumerate(junk):
+            lines.insert(len(lines) * (k + 1) // 7, jl)
+        p.write_text("\n".join(lines) + "\n")
+        return p
+    sc.write = write
+    return sc
+
+
+@scenario
+def net_flap_64n_host_port():
+    """A 64-node job (512 GPUs, GPU samples every 20 s): the leaf port sw-leaf-7/Ethernet36 facing
+    node0058 flaps three times with CRC growth; NCCL errors on node0057's ranks."""
+    g = Gen(5004)
+    nodes = [f"node{i:04d}" for i in range(1, 67)]
+    jn = nodes[:64]
+    lf = lambda i: f"sw-leaf-{1 + i // 9}"
+    pt = lambda i: f"Ethernet{4 * (i % 9)}"
+    links = {n: [{"nic": "mlx5_0", "switch": lf(i), "port": pt(i), "segment": lf(i)[3:]}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    bi = nodes.index("node0058")
+    fdev, fport = lf(bi), pt(bi)
+    start = T0 + 3 * MIN
+    onset = start + 61 * MIN
+    end = onset + 11 * MIN
+    j = g.job("991001", jn, start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=onset + 20 * SEC,
+              user="bigjob", progress_every=90 * SEC, reason="NonZeroExitCode")
+
+    def pm(dev, port, ts, d, st):
+        if (dev, port) == (fdev, fport) and ts >= onset - 4 * MIN:
+            st["in_errors"] += 2500
+            if any(onset + k * 70 * SEC <= ts < onset + k * 70 * SEC + 20 * SEC for k in range(3)):
+                d["oper_status"] = "down"
+    g.ports([(lf(i), pt(i), n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC, mods=[pm])
+    for k in range(3):
+        g.link(fdev, fport, "node0058", onset + k * 70 * SEC, "down")
+        g.link(fdev, fport, "node0058", onset + k * 70 * SEC + 15 * SEC, "up")
+    g.gpus(nodes, T0, end + 10 * MIN, 20 * SEC, busy={n: [(start, end)] for n in jn}, mods=[idle_after(j, end)])
+    peer = jn.index("node0057")
+    for r in range(peer * 8, peer * 8 + 8, 3):
+        g.log(j, onset + 25 * SEC + r, f"node0057:7001:7344 [{r % 8}] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion "
+              "from peer 10.9.0.58<40112> with status=12 opcode=0 len=0 vendor err 129 (Recv)", rank=r)
+    nccl_timeouts(g, j, onset + 600 * SEC, [0, 100, 456], seq=123456)
+    return Scenario("net_flap_64n_host_port", net_flap_64n_host_port.__doc__, g.events,
+                    [Expect(j.id, 0, "network_link", f"port:{fdev}/{fport}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
