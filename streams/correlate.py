@@ -51,7 +51,7 @@ CONCRETE = frozenset({"gpu_hardware", "gpu_nvlink", "node_hardware", "thermal_th
                       "network_congestion", "storage_slow", "storage_unavailable", "storage_full", "gpu_oom",
                       "host_oom"})
 # components whose mismatch inside one job breaks it (CUDA runtime vs driver, NCCL across ranks)
-ABI_COMPONENTS = frozenset({"driver", "cuda", "nccl", "ofed", "framework", "image"})
+ABI_COMPONENTS = frozenset({"driver", "cuda", "nccl", "ofed", "framework"})
 # the driver stack: a driver/GSP fault after its change is the change's doing
 DRIVER_STACK = frozenset({"driver", "cuda", "gpu_firmware"})
 SLOWDOWN_OR_CRASH = frozenset({"network_congestion", "thermal_throttle", "gpu_oom", "host_oom", "application"})
@@ -439,6 +439,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         # elsewhere before this change say nothing about the change)
         prior = max(0, change_failures(comp, failure_ts) - change_failures(comp, ch.ts)) if change_failures else 0
         w = recency(ch.ts)
+        if view.ran_before(ch.node, ch.component, ch.to, ch.ts - 600_000):
+            w *= 0.5  # back to a version this node ran before (a rollback): weak evidence
         base = (0.45 if ch.component in RUNTIME_COMPONENTS else 0.25) * (1.0 if announced else 0.85)
         score = plausible(w * (base + min(0.3, 0.15 * prior)))
         if w >= 1.0 and ch.component in DRIVER_STACK:

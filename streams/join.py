@@ -176,6 +176,11 @@ class View(Struct, kw_only=True):
         lo = bisect.bisect_left(self.changes, t0, key=lambda c: c.ts)
         return [c for c in self.changes[lo:] if c.ts <= t1 and c.node in ns]
 
+    def ran_before(self, node: str, component: str, version: str, ts: int) -> bool:
+        """True when ``node`` reported ``component`` at ``version`` before ``ts`` (in the
+        bounded history), i.e. a change to it returns to a known state."""
+        return any(t < ts and v.get(component) == version for t, v in self.history.get(node, ()))
+
     def version_changes(self, nodes: Iterable[str], t0: int, t1: int) -> list[tuple[Change, bool]]:
         """Real version changes on ``nodes`` in ``[t0, t1]``, as ``(change, announced)``:
         ``inventory.change`` events that replace a known version with another one
