@@ -1262,3 +1262,22 @@ def failed_without_message_and_a_minor_bmc_warning():
     _clean(s, nodes, "fw-leaf", -5 * MIN, 21 * MIN)
     return s.arrival(), [Expect("fw-6", category="application", component="job:fw-6", ckpt_step=None,
                                 ruled_out={"gpu", "net", "storage"}, lost_gpu_hours=_gh(16, 19 * MIN))]
+
+
+@scenario
+def rollback_to_known_driver_then_silent_stall():
+    """A driver upgrade was rolled back an hour ago to the version these nodes ran for weeks;
+    a job then stalls with nothing in any layer. Returning to a known version is weak
+    evidence: unknown, not change_regression."""
+    s = Story("rollback")
+    nodes = ["rb-1", "rb-2"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "rb-leaf", f"swp{i + 1}", "rb")], [("/ckpt", "nfs", "rb-nas")], ts=-10 * HOUR)
+        s.stack(n, -10 * HOUR, driver="535.183.01", nccl="2.20.5")
+        s.change(n, -5 * HOUR, "driver", "535.183.01", "550.90.07")
+        s.change(n, -60 * MIN, "driver", "550.90.07", "535.183.01", ticket="CHG-9-rollback")
+    a = s.run("rb-2", 0, nodes, 8, 0, 45 * MIN, "cancelled", exit_code=None)
+    st = s.heartbeat(a, 30 * SEC, 12 * MIN, 30 * SEC, ranks="zero")
+    _clean(s, nodes, "rb-leaf", -5 * MIN, 47 * MIN)
+    return s.arrival(), [Expect("rb-2", category="unknown", component="job:rb-2", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw", "storage"}, lost_gpu_hours=_gh(16, 12 * MIN))]
