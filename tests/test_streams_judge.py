@@ -34,17 +34,12 @@ KNOWN: dict[tuple[str, str], str] = {
                                             "names GPU 0 instead of GPU 3 (the one whose samples stop)",
     ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
                                               "contract's gpu:<node>/<index>",
-    ("requeue_same_nodes_then_xid48", "checkpoint"): "attempt 1 resumed from attempt 0's checkpoint but last_checkpoint "
-                                                     "is null (looked up per attempt; debatable)",
     ("net_ib_spine_port_storm", "cause"): "spine port (node=null) storm + flap not joined to the job: engine says "
                                           "application 'every layer clean' despite NCCL retry-exceeded errors (component debatable)",
     ("storage_slow_one_rank_blocks_nccl", "cause"): "regression with G's in-progress correlate.py: application 0.30 now beats "
                                                     "storage_slow 0.26 when the job's only errors are NCCL watchdog timeouts",
     ("gpu_oom_visible_devices_per_task", "cause"): "takes 'GPU 0' of the OOM message (the task's view under per-task "
                                                    "CUDA_VISIBLE_DEVICES) over rank 13 = local 5 and NVML's full GPU 5",
-    ("scheduler_final_state_only", "checkpoint"): "runtime events that precede the job's first (and only, final) sched.job "
-                                                  "record are not kept: last_checkpoint null",
-    ("scheduler_final_state_only", "loss"): "same: lost GPU-h counted from start_ts (14.0 instead of 2.47)",
     ("change_image_seen_only_in_jobs", "cause"): "an image bump visible only in sched.job image (no inventory.change) is not "
                                                  "a change: 3 identical ABI failures on :v42 called application (debatable)",
 }
