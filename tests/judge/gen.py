@@ -2685,6 +2685,89 @@ def net_flap_64n_host_port():
                     [Expect(j.id, 0, "network_link", f"port:{fdev}/{fport}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+# =========================================================================== round 7
+
+@scenario
+def node_fail_then_requeued_state():
+    """Slurm --requeue: attempt 0 goes RUNNING -> NODE_FAIL -> REQUEUED (two more state records of
+    the same attempt), then attempt 1 PENDING -> RUNNING -> COMPLETED elsewhere. PSU failure SEL on
+    the dead node. The incident stays node_hardware for attempt 0 with the retry."""
+    g = Gen(2005)
+    nodes = ["node1501.cluster.local", "node1502.cluster.local", "node1503.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-150", "port": str(i + 1), "segment": "ib-leaf-150"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 45 * MIN
+    end = fault + 3 * MIN
+    j = g.job("8800777", nodes[:2], start=start, end=end, state="node_fail", reason="NodeFail", ckpt_every=20 * MIN, stop_at=fault,
+              user="requeue")
+    bad = nodes[1]
+    g.ev("sched.job", end + 2 * SEC, {"state": "requeued", "attempt": 0, "nodes": nodes[:2], "gpus": 16, "ranks": j.ranks(),
+                                      "exit_code": None, "signal": None, "image": None, "name": "train", "user": "requeue",
+                                      "start_ts": start, "end_ts": end, "reason": "NodeFail"}, job=j.id, source="slurmctld@head01")
+    g.sel(bad, fault - SEC, "critical", "Power Supply", "Power Supply 1: Power Supply input lost (AC lost)", "PSU0034")
+    j2 = g.job("8800777", [nodes[0], nodes[2]], attempt=1, start=end + 3 * MIN, end=end + 60 * MIN, state="completed", exit_code=0,
+               ckpt_every=20 * MIN, first_step=j.last_ok()[2], submit=end + 5 * SEC, user="requeue")
+    g.gpus(nodes, T0, end + 70 * MIN, 30 * SEC,
+           busy={nodes[0]: [(start, end), (end + 3 * MIN, end + 60 * MIN)], nodes[1]: [(start, end)], nodes[2]: [(end + 3 * MIN, end + 60 * MIN)]},
+           mods=[stop_after(bad, fault)])
+    return Scenario("node_fail_then_requeued_state", node_fail_then_requeued_state.__doc__, g.events,
+                    [Expect(j.id, 0, "node_hardware", f"node:{bad}", j, failure_ts={end, j.last_progress()}, retry_attempt=1,
+                            retry_same_nodes=False)], [(j2.id, 1)], g)
+
+
+@scenario
+def half_node_jobs_gpus_field():
+    """Two jobs share two 8-GPU nodes, 4 GPUs each per node (gpus=8 per job, ranks 0-7). One dies
+    of a user RecursionError: lost GPU-h must use the job's 8 GPUs, not 2 nodes x 8."""
+    g = Gen(1605)
+    nodes = ["gpu-half-01", "gpu-half-02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1300", "port": f"Ethernet{4 * i}", "segment": "leaf-1300"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 71 * MIN
+    end = fault + 10 * SEC
+    j = g.job("pytorchjob-half-a-9q", nodes, gpn=4, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=25 * MIN, stop_at=fault)
+    j2 = g.job("pytorchjob-half-b-8r", nodes, gpn=4, start=start + 5 * MIN, end=start + 100 * MIN, state="completed", exit_code=0,
+               src="training-operator@kube-ctl", ckpt_every=25 * MIN)
+    g.log(j, fault, "Traceback (most recent call last):\n  File \"/app/tree.py\", line 12, in walk\n    return walk(node.child)\n"
+          "  [Previous line repeated 996 more times]\nRecursionError: maximum recursion depth exceeded", rank=5)
+    g.gpus(nodes, T0, start + 110 * MIN, 30 * SEC, busy={n: [(start, start + 100 * MIN)] for n in nodes})
+    return Scenario("half_node_jobs_gpus_field", half_node_jobs_gpus_field.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [(j2.id, 0)], g)
+
+
+@scenario
+def storage_nfs_ckpt_hang_watchdog():
+    """No storage collector. Rank 0 writes the checkpoint to an NFS mount whose server stops
+    responding ('nfs: server nas-ckpt-01 not responding, still trying', hung task); the other ranks
+    wait in the next collective and hit the 10-min NCCL watchdog; the checkpoint never succeeds."""
+    g = Gen(7010)
+    nodes = [f"gpu-n-{i:03d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1400", "port": f"Ethernet{4 * i}", "segment": "leaf-1400"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/nfs-ckpt", "backend": "nfs", "server": "nas-ckpt-01"},
+                                                       {"path": "/home", "backend": "nfs", "server": "nas-home"}])
+    start = T0 + 2 * MIN
+    ck_every = 20 * MIN
+    ck_at = start + 150 * SEC + 3 * ck_every
+    end = ck_at + 10 * MIN + 30 * SEC
+    j = g.job("pytorchjob-nfs-ckpt-hang-2", nodes, start=start, end=end, state="failed", exit_code=1,
+              src="training-operator@kube-ctl", ckpt_every=ck_every, ckpt_dir="/mnt/nfs-ckpt/run9", stop_at=ck_at + 1,
+              ckpt_dur=50 * SEC)
+    assert [c for c in j.ckpts if c[0] == ck_at and c[1] == "started"]
+    g.log(j, ck_at + 30 * SEC, "nfs: server nas-ckpt-01 not responding, still trying", stream="kernel", node=nodes[0])
+    g.log(j, ck_at + 125 * SEC, "INFO: task python3:7712 blocked for more than 120 seconds.\n      Not tainted 5.15.0-119-generic "
+          "#129-Ubuntu\n\"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\" disables this message.", stream="kernel", node=nodes[0])
+    nccl_timeouts(g, j, ck_at + 600 * SEC, [1, 8, 17, 30], seq=77001, op="ALLREDUCE")
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("storage_nfs_ckpt_hang_watchdog", storage_nfs_ckpt_hang_watchdog.__doc__, g.events,
+                    [Expect(j.id, 0, {"storage_slow", "storage_unavailable"}, "path:/mnt/nfs-ckpt", j,
+                            failure_ts={end, j.last_progress()},
+                            note="slow vs unavailable both defensible for a hard-mounted NFS server that stops answering")], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
