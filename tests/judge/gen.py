@@ -2768,6 +2768,108 @@ def storage_nfs_ckpt_hang_watchdog():
                             note="slow vs unavailable both defensible for a hard-mounted NFS server that stops answering")], [], g)
 
 
+
+# =========================================================================== round 8: neighbouring categories
+
+@scenario
+def net_flap_causes_congestion():
+    """A leaf port facing gpu-m-006 flaps (link down/up, CRC errors); ECMP rehash then congests the
+    segment (CNP/ECN surge, discards) for a few minutes. Root cause is the link, not congestion."""
+    g = Gen(5005)
+    nodes = [f"gpu-m-{i:03d}" for i in range(1, 9)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1500", "port": f"Ethernet{4 * i}", "segment": "leaf-1500"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    onset = start + 50 * MIN
+    end = onset + 11 * MIN
+    j = g.job("pytorchjob-flap-cong-7", nodes, start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+              ckpt_every=20 * MIN, stop_at=onset + 30 * SEC)
+    bad = nodes[5]
+    bp = f"Ethernet{4 * 5}"
+
+    def pm(dev, port, ts, d, st):
+        if port == bp and ts >= onset - 2 * MIN:
+            st["in_errors"] += 3000
+            if onset <= ts < onset + 30 * SEC or onset + 150 * SEC <= ts < onset + 170 * SEC:
+                d["oper_status"] = "down"
+        if onset <= ts < onset + 8 * MIN:
+            st["out_discards"] += 30000
+    g.ports([("sw-leaf-1500", f"Ethernet{4 * i}", n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC, mods=[pm])
+    for t in (onset, onset + 150 * SEC):
+        g.link("sw-leaf-1500", bp, bad, t, "down")
+        g.link("sw-leaf-1500", bp, bad, t + 18 * SEC, "up")
+
+    def cong(node, hca, ts, st):
+        if onset <= ts < onset + 8 * MIN:
+            st["np_cnp_sent"] += 500000
+            st["rp_cnp_handled"] += 480000
+            st["np_ecn_marked_roce_packets"] += 900000
+            st["out_of_sequence"] += 9000
+            st["local_ack_timeout_err"] += 40
+    g.rdma(nodes, T0, end + 10 * MIN, 15 * SEC, hcas=("mlx5_0",), mods=[cong])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.log(j, onset + 35 * SEC, "gpu-m-002:4410:4891 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+          "10.15.0.6<39012> with status=12 opcode=0 len=0 vendor err 129 (Recv)", rank=11)
+    nccl_timeouts(g, j, onset + 600 * SEC, [0, 11, 40], seq=31337)
+    return Scenario("net_flap_causes_congestion", net_flap_causes_congestion.__doc__, g.events,
+                    [Expect(j.id, 0, "network_link", f"port:sw-leaf-1500/{bp}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def gsp_timeout_with_dbe_is_hardware():
+    """XID 119 GSP timeout on GPU 3, but the same GPU's ecc_dbe went 0 -> 2 minutes earlier and an
+    XID 48 was logged: there IS a hardware sign, so gpu_hardware, not driver_software."""
+    g = Gen(1121)
+    nodes = ["hgx-h100-p01", "hgx-h100-p02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1600", "port": f"Ethernet{4 * i}", "segment": "leaf-1600"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 39 * MIN
+    end = fault + 10 * MIN + 30 * SEC
+    j = g.job("pytorchjob-gsp-dbe-4", nodes, start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+              ckpt_every=15 * MIN, stop_at=fault)
+    bad = nodes[0]
+
+    def dbe(node, gpu, ts, d, st):
+        if node == bad and gpu == 3 and ts >= fault - 3 * MIN:
+            st["dbe"] = 2
+    g.gpus(nodes, T0, end + 10 * MIN, 20 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[dbe, idle_after(j, end)])
+    g.xid(bad, fault - 3 * MIN, 3, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer.", pid=None)
+    g.xid(bad, fault, 3, 119, "Timeout after 6s of waiting for RPC response from GPU3 GSP! Expected function 76 (GSP_RM_CONTROL) "
+          "(0x20802a02 0x8).", pid=9191)
+    nccl_timeouts(g, j, fault + 600 * SEC, [0, 9], seq=1919)
+    return Scenario("gsp_timeout_with_dbe_is_hardware", gsp_timeout_with_dbe_is_hardware.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{bad}/3", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def shm_bus_error_not_hardware():
+    """Container /dev/shm too small: 'DataLoader worker (pid N) is killed by signal: Bus error ... out
+    of shared memory'. A Bus error with every hardware layer clean (BMC quiet) is a configuration /
+    user-side problem, not node_hardware."""
+    g = Gen(1606)
+    nodes = ["gke-a3-pool-shm-0001", "gke-a3-pool-shm-0002"]
+    links = {n: [{"nic": "eth1", "switch": "gvnic-rail-0", "port": str(i), "segment": "rail-0"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/filestore", "backend": "nfs", "server": "filestore-1"}])
+    start = T0 + 2 * MIN
+    fault = start + 4 * MIN
+    end = fault + 15 * SEC
+    j = g.job("pytorchjob-shm-small-5k", nodes, start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+              ckpt_every=30 * MIN, stop_at=fault, init=90 * SEC)
+    g.log(j, fault, "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+          "Traceback (most recent call last):\n"
+          '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1133, in _try_get_data\n'
+          "    data = self._data_queue.get(timeout=timeout)\n"
+          "RuntimeError: DataLoader worker (pid 2231) is killed by signal: Bus error. It is possible that dataloader's workers "
+          "are out of shared memory. Please try to raise your shared memory limit.", rank=4)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    return Scenario("shm_bus_error_not_hardware", shm_bus_error_not_hardware.__doc__, g.events,
+                    [Expect(j.id, 0, {"application", "storage_full", "host_oom"}, None, j, failure_ts={end, j.last_progress()},
+                            note="debatable between application (container config) and a capacity class; never node_hardware")],
+                    [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
