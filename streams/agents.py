@@ -46,7 +46,7 @@ from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS, LAYER_TOPICS
 from .engine import EngineConfig
 from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, Shared,
                            decode_signal, encode_signal, jobs_touched_by)
-from .faust_io import Dedup
+from .faust_io import Dedup, RawFeed
 from .faust_topics import JOBS, SIGNALS
 from .faust_watermark import Watermarks
 from .join import index_keys
@@ -56,6 +56,7 @@ log = logging.getLogger("faultline.streams.agents")
 NODE_TOPICS = ("fl.gpu", "fl.hw", "fl.storage", "fl.inventory", "fl.net")
 JOB_TOPICS = ("fl.sched", "fl.runtime")
 BATCH = 2000
+NODE_BUFFER = 50_000   # node records queued for the node task at most (then fetching waits)
 WITHIN_S = 0.02
 TICK_S = 1.0
 STATS_S = float(os.environ.get("FAULTLINE_WORKER_STATS_S", "30"))
@@ -165,18 +166,20 @@ def install(app: faust.App, settings: Settings) -> None:
     async def _on_revoked(sender: Any, revoked: Any = None, **kw: Any) -> None:
         # in-memory sides are caches of the tables: rebuild them for the new assignment
         box["sides"] = None
+        node_feed.clear()   # unacked: Faust seeks to the committed offsets after the rebalance
         shared.forget_overlay()
         wms.forget_partitions()
 
     # ------------------------------------------------------------------ helpers
     def decode_events(batch: list[Any]) -> tuple[list[tuple[Any, Any]], list[bytes]]:
-        """(event, message) pairs for valid inputs; dead-letter records for the others."""
+        """(event, message) pairs for the valid inputs among ``batch`` (Faust messages);
+        dead-letter records for the others."""
         now = now_ms()
         ok: list[tuple[Any, Any]] = []
         dead: list[bytes] = []
-        for e in batch:
-            m = e.message
-            raw = e.value
+        layer_of = topic_layer.get
+        for m in batch:
+            raw = m.value
             if raw is None:
                 dead.append(dead_letter(b"", "empty message (null value)", m.topic, m.partition, m.offset, now))
                 continue
@@ -189,7 +192,7 @@ def install(app: faust.App, settings: Settings) -> None:
                 dead.append(dead_letter(raw, f"undecodable: {type(err).__name__}: {err}",
                                         m.topic, m.partition, m.offset, now))
                 continue
-            layer = topic_layer.get(m.topic)
+            layer = layer_of(m.topic)
             if layer is not None and ev.layer != layer:
                 dead.append(dead_letter(raw, f"kind {ev.kind} (layer {ev.layer}) does not belong on "
                                         f"{m.topic}: publish it to {LAYER_TOPICS[ev.layer]}",
@@ -220,7 +223,7 @@ def install(app: faust.App, settings: Settings) -> None:
                 await signals_topic.send(key=k.encode(), value=blob)
         stats.signals += len(sigs)
 
-    def node_feed(sd: _Sides, ev: Any, m: Any, parts: dict[str, int]) -> None:
+    def node_feed_one(sd: _Sides, ev: Any, m: Any, parts: dict[str, int]) -> None:
         key = (m.key or b"").decode("utf-8", "replace")
         ns = sd.node
         if key not in ns.nodes:
@@ -270,23 +273,46 @@ def install(app: faust.App, settings: Settings) -> None:
                 js.reevaluate_for(job, s)
 
     def read_all(batch: list[Any], events: list[tuple[Any, Any]] = ()) -> None:
-        """Record the event times and offsets of a processed batch in the watermark (after
-        processing: the job side must not see time pass before the batch's signals exist)."""
+        """Record the event times and offsets of a processed batch (Faust messages) in the
+        watermark (after processing: the job side must not see time pass before the batch's
+        signals exist). Per partition: the highest ts and the last offset."""
+        hi: dict[tuple[str, int], int] = {}
         for ev, m in events:
-            wms.observe(m.topic, m.partition, ev.ts)
-        for e in batch:
-            m = e.message
-            wms.read(m.topic, m.partition, m.offset)
+            k = (m.topic, m.partition)
+            if ev.ts > hi.get(k, -(1 << 62)):
+                hi[k] = ev.ts
+        for (t, p), ts in hi.items():
+            wms.observe(t, p, ts)
+        last: dict[tuple[str, int], int] = {}
+        for m in batch:
+            last[(m.topic, m.partition)] = m.offset
+        for (t, p), off in last.items():
+            wms.read(t, p, off)
 
     # ------------------------------------------------------------------ node side
-    @app.agent(node_topic, name="faultline.node_events")
-    async def node_events(stream: Any) -> None:
-        async for batch in stream.take_events(BATCH, within=WITHIN_S):
+    # The node topics carry nearly all the volume (telemetry): their records reach this
+    # task as batches of Faust messages through a RawFeed (no Faust event/stream per
+    # record); a batch is acked, so its offsets can be committed, only once processed.
+    node_feed = RawFeed(maxsize=NODE_BUFFER)
+    node_topic.faultline_feed = node_feed  # type: ignore[attr-defined]
+    app.topics.add(node_topic)
+
+    @app.task
+    async def node_events() -> None:
+        consumer = app.consumer
+        while not app.should_stop:
+            batch = await node_feed.take(BATCH, WITHIN_S)
             t0 = time.perf_counter()
             try:
                 await _node_batch(batch)
-            except Exception:  # noqa: BLE001 - log and go on; never kill the agent
+            except Exception:  # noqa: BLE001 - log and go on; never kill the pump
                 log.exception("node batch failed", extra={"size": len(batch)})
+            RawFeed.ack(consumer, batch)
+            # what Faust's stream sensor would record (its "stream idle" check reads it)
+            inbound = app.monitor.stream_inbound_time
+            now = time.monotonic()
+            for tp in {m.tp for m in batch}:
+                inbound[tp] = now
             stats.node_busy_ms += int((time.perf_counter() - t0) * 1000)
             stats.batches += 1
 
@@ -295,12 +321,13 @@ def install(app: faust.App, settings: Settings) -> None:
         ok, dead = decode_events(batch)
         await send_dead(dead)
         parts: dict[str, int] = {}
+        fresh = node_dedup.fresh
         for ev, m in ok:
-            stats.events += 1
-            if not node_dedup.fresh(ev.id):
+            if not fresh(ev.id):
                 stats.dups += 1
                 continue
-            node_feed(sd, ev, m, parts)
+            node_feed_one(sd, ev, m, parts)
+        stats.events += len(ok)
         await node_flush(sd, parts, after_local=lambda: read_all(batch, ok))
 
     # ------------------------------------------------------------------ signals -> jobs
@@ -357,7 +384,7 @@ def install(app: faust.App, settings: Settings) -> None:
     async def _job_batch(batch: list[Any]) -> None:
         sd = sides()
         js = sd.job
-        inputs = [e for e in batch if e.message.topic != jobs_in]
+        inputs = [e.message for e in batch if e.message.topic != jobs_in]
         internal = [e for e in batch if e.message.topic == jobs_in]
         ok, dead = decode_events(inputs)
         await send_dead(dead)
@@ -368,7 +395,7 @@ def install(app: faust.App, settings: Settings) -> None:
             ensure_partition_loaded(sd, m.partition)
             if ev.kind in NODE_KINDS or ev.kind in INV_KINDS:   # sched.node: keyed by node
                 if node_dedup.fresh(ev.id):
-                    node_feed(sd, ev, m, node_parts)
+                    node_feed_one(sd, ev, m, node_parts)
                 continue
             if ev.kind not in JOB_KINDS or not ev.job:
                 continue

@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     loglevel = (args.loglevel or settings.log_level or "info").lower()
     worker = faust.Worker(app, loglevel=loglevel, workdir=str(workdir), quiet=True,
                           redirect_stdouts=False)
+    # below WARN Faust's terminal spinner is off; at WARN and above it sets the root logger
+    # to DEBUG, so every debug() call of Faust and aiokafka builds a record per message
+    worker.spinner = None
     logging.getLogger("faultline").setLevel(loglevel.upper())
     try:
         worker.execute_from_commandline()
