@@ -2870,6 +2870,141 @@ def shm_bus_error_not_hardware():
                     [], g)
 
 
+
+# =========================================================================== round 9: negatives (over-attribution)
+
+def _app_job(g, jid, nodes, start, fault, msg, rank=0, **kw):
+    end = fault + 20 * SEC
+    j = g.job(jid, nodes, start=start, end=end, state="failed", exit_code=1, stop_at=fault, **kw)
+    g.log(j, fault, msg, rank=rank)
+    return j, end
+
+
+@scenario
+def image_bump_one_user_bug():
+    """Image :v42 replaces :v41 (announced). On :v42 two jobs complete normally and one dies of a
+    plain KeyError in its own config code after 50 min. Application, not a change regression."""
+    g = Gen(1403)
+    nodes = [f"gpu-q-{i:03d}" for i in range(1, 7)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1700", "port": f"Ethernet{4 * i}", "segment": "leaf-1700"}] for i, n in enumerate(nodes)}
+    old, new = "ghcr.io/acme/trainer:v41", "ghcr.io/acme/trainer:v42"
+    std_inventory(g, nodes, T0 - HOUR, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}],
+                  versions={"driver": "550.90.07", "image": old})
+    for n in nodes:
+        g.change(n, T0 - 20 * MIN, "image", old, new, actor="argocd", ticket="REL-2001")
+    ok1 = g.job("pytorchjob-v42-ok-1", nodes[0:2], start=T0, end=T0 + 90 * MIN, state="completed", exit_code=0, image=new,
+                src="training-operator@kube-ctl", ckpt_every=30 * MIN)
+    ok2 = g.job("pytorchjob-v42-ok-2", nodes[2:4], start=T0 + 10 * MIN, end=T0 + 100 * MIN, state="completed", exit_code=0,
+                image=new, src="training-operator@kube-ctl", ckpt_every=30 * MIN)
+    j, end = _app_job(g, "pytorchjob-v42-bug-3", nodes[4:6], T0 + 5 * MIN, T0 + 55 * MIN,
+                      "Traceback (most recent call last):\n  File \"/workspace/cfg.py\", line 40, in load\n"
+                      "    lr = cfg[\"optim\"][\"learning_rate\"]\nKeyError: 'learning_rate'",
+                      image=new, src="training-operator@kube-ctl", ckpt_every=20 * MIN)
+    g.gpus(nodes, T0, T0 + 110 * MIN, 60 * SEC, busy={**{n: [(T0, T0 + 90 * MIN)] for n in nodes[0:2]},
+                                                      **{n: [(T0 + 10 * MIN, T0 + 100 * MIN)] for n in nodes[2:4]},
+                                                      **{n: [(T0 + 5 * MIN, end)] for n in nodes[4:6]}})
+    return Scenario("image_bump_one_user_bug", image_bump_one_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})],
+                    [(ok1.id, 0), (ok2.id, 0)], g)
+
+
+@scenario
+def nccl_timeout_no_evidence():
+    """Every rank logs the NCCL watchdog and the job fails; GPU, BMC, switch ports, RDMA and storage
+    are all present and clean, no change, no user traceback. Nothing explains it: unknown."""
+    g = Gen(1902)
+    nodes = [f"gpu-k-{i:03d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1800", "port": f"Ethernet{4 * i}", "segment": "leaf-1800"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    start = T0 + 2 * MIN
+    stop = start + 48 * MIN
+    end = stop + 10 * MIN + 20 * SEC
+    j = g.job("7600001", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=stop,
+              user="mystery", reason="NonZeroExitCode")
+    nccl_timeouts(g, j, stop + 600 * SEC, list(range(0, 32, 4)), seq=4242)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.ports([("sw-leaf-1800", f"Ethernet{4 * i}", n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC)
+    g.rdma(nodes, T0, end + 10 * MIN, 30 * SEC, hcas=("mlx5_0",))
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 30 * SEC)
+    return Scenario("nccl_timeout_no_evidence", nccl_timeout_no_evidence.__doc__, g.events,
+                    [Expect(j.id, 0, "unknown", f"job:{j.id}", j, failure_ts={end, j.last_progress()},
+                            note="debatable vs application; the contract keeps application for a USER code error")], [], g)
+
+
+@scenario
+def ckpt_latency_spikes_then_user_bug():
+    """Storage write latency jumps to 40-90 ms during every checkpoint (normal burst load on the
+    mount, throughput fine) and returns to ~2 ms; later the job dies of a user ValueError."""
+    g = Gen(1607)
+    nodes = [f"gpu-l-{i:03d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-1900", "port": f"Ethernet{4 * i}", "segment": "leaf-1900"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 67 * MIN
+    j, end = _app_job(g, "pytorchjob-ckpt-burst-ok", nodes, start, fault,
+                      "ValueError: Expected input batch_size (32) to match target batch_size (31).", rank=9,
+                      src="training-operator@kube-ctl", ckpt_every=15 * MIN, ckpt_dur=60 * SEC)
+    ck = [c[0] for c in j.ckpts if c[1] == "started"]
+
+    def burst(node, ts, d):
+        if any(c <= ts < c + 60 * SEC for c in ck):
+            d.update(write_lat_ms=round(40 + (ts % 50), 1), write_mbps=round(1800 + (ts % 300), 1), queue_depth=24)
+    g.storage(nodes, "/mnt/weka", "wekafs", T0, end + 10 * MIN, 10 * SEC, mods=[burst])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("ckpt_latency_spikes_then_user_bug", ckpt_latency_spikes_then_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def sel_warning_correctable_then_user_bug():
+    """BMC SEL warnings (correctable memory ECC logging limit reached, a PSU redundancy warning
+    that clears) on a job node during the run; the job dies of a user AssertionError."""
+    g = Gen(1608)
+    nodes = ["node1601.cluster.local", "node1602.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-160", "port": str(i + 1), "segment": "ib-leaf-160"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    fault = start + 58 * MIN
+    j, end = _app_job(g, "7700001", nodes, start, fault,
+                      "Traceback (most recent call last):\n  File \"/home/u/train.py\", line 210, in <module>\n"
+                      "    assert tokens.shape[1] <= cfg.seq_len, tokens.shape\nAssertionError: torch.Size([8, 4097])",
+                      rank=3, ckpt_every=20 * MIN, user="u")
+    g.sel(nodes[1], start + 20 * MIN, "warning", "Memory", "Correctable memory error logging limit reached (DIMM A2)", "MEM0802")
+    g.sel(nodes[1], start + 33 * MIN, "warning", "Power Supply", "Power supply redundancy is lost", "PSU0302")
+    g.sel(nodes[1], start + 36 * MIN, "ok", "Power Supply", "Power supply redundancy is regained", "PSU0300")
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("sel_warning_correctable_then_user_bug", sel_warning_correctable_then_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def recovered_flap_then_user_bug():
+    """The leaf port of a job node flapped once 25 min before the end (down 8 s, up, no error growth
+    after; NCCL retried and training went on at full speed); the job then dies of a user KeyError."""
+    g = Gen(1609)
+    nodes = [f"gpu-o-{i:03d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2000", "port": f"Ethernet{4 * i}", "segment": "leaf-2000"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 70 * MIN
+    j, end = _app_job(g, "pytorchjob-flap-recovered-3", nodes, start, fault,
+                      "Traceback (most recent call last):\n  File \"/app/eval.py\", line 31, in score\n    m = metrics[name]\n"
+                      "KeyError: 'rougeLsum'", rank=0, src="training-operator@kube-ctl", ckpt_every=20 * MIN)
+    flap = fault - 25 * MIN
+    g.link("sw-leaf-2000", "Ethernet8", nodes[2], flap, "down")
+    g.link("sw-leaf-2000", "Ethernet8", nodes[2], flap + 8 * SEC, "up")
+
+    def pm(dev, port, ts, d, st):
+        if port == "Ethernet8" and flap <= ts < flap + 30 * SEC:
+            st["in_errors"] += 12
+    g.ports([("sw-leaf-2000", f"Ethernet{4 * i}", n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC, mods=[pm])
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("recovered_flap_then_user_bug", recovered_flap_then_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
