@@ -123,7 +123,9 @@ def check_labels(events: list[dict], labels: dict) -> None:
         else:
             assert terminal and terminal[-1]["ts"] == inc["failure_ts"]
             assert terminal[-1]["data"]["state"] == inc["state"] in INTERRUPTION_STATES
-        ck = [c for c in ckpts[inc["job"]] if start <= c[0] <= inc["failure_ts"]]
+        # the job's last succeeded checkpoint: the attempt's own, else the one it resumed from
+        ck = [c for c in ckpts[inc["job"]] if start <= c[0] <= inc["failure_ts"]] or \
+            [c for c in ckpts[inc["job"]] if c[0] <= inc["failure_ts"]]
         last = max(ck) if ck else None
         assert inc["last_checkpoint_step"] == (last[1] if last else None)
         assert inc["last_checkpoint_ts"] == (last[0] if last else None)

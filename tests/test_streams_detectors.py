@@ -215,3 +215,38 @@ def test_log_signature_signal_maps_rank_to_node():
                           "message": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB"}, node=None, job="9")])
     s = [x for x in out if x.kind == "log:cuda_oom"][0]
     assert s.node == "n2" and s.category == "gpu_oom" and s.data["rank"] == 6
+
+
+def _sched(ts, attempt, state, **kw):
+    d = {"attempt": attempt, "state": state, "nodes": ["n1"], "gpus": 8, **kw}
+    return E("sched.job", ts, d, node=None, job="j1")
+
+
+def _ck(ts, step, phase="succeeded"):
+    return E("runtime.checkpoint", ts, {"phase": phase, "step": step, "path": f"/ckpt/s{step}"}, node=None, job="j1")
+
+
+def _prog(ts, step):
+    return E("runtime.progress", ts, {"rank": 0, "step": step, "step_time_s": 1.0}, node=None, job="j1")
+
+
+def test_runtime_before_the_first_scheduler_record_is_kept():
+    """A scheduler collector that reports a job only when it ended (sacct polling): the
+    progress and checkpoints that came first belong to that attempt."""
+    js, out = JobState(job="j1"), []
+    for ev in [_prog(10_000, 1), _ck(20_000, 1), _prog(30_000, 2), _ck(40_000, 2), _prog(50_000, 3),
+               _sched(90_000, 0, "failed", start_ts=5_000, end_ts=60_000)]:
+        feed_job(js, ev, CFG, out)
+    rec = js.attempts[0]
+    assert js.early is None and rec.prog_n == 3 and rec.prog_last_step == 3
+    assert rec.last_checkpoint(60_000).step == 2 and rec.first_ts == 10_000
+
+
+def test_retry_resumes_from_the_earlier_attempts_checkpoint():
+    js, out = JobState(job="j1"), []
+    for ev in [_sched(0, 0, "running", start_ts=0), _ck(20_000, 7), _sched(30_000, 0, "failed", end_ts=30_000),
+               _sched(40_000, 1, "running", start_ts=40_000), _sched(50_000, 1, "failed", end_ts=50_000)]:
+        feed_job(js, ev, CFG, out)
+    a1 = js.attempts[1]
+    assert not a1.ckpts and a1.last_checkpoint(50_000).step == 7   # what attempt 1 resumed from
+    assert js.attempts[0].last_checkpoint(30_000).step == 7

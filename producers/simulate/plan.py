@@ -346,6 +346,10 @@ def build_labels(plan: Plan) -> dict:
         else:
             failure_ts = att.end_ts
         ck = att.last_ckpt_succeeded(failure_ts)
+        for prev in reversed(att.job.attempts[: att.n]):   # none of its own: the one it resumed from
+            if ck is not None:
+                break
+            ck = prev.last_ckpt_succeeded(failure_ts)
         base = max(ck[0], att.start_ts) if ck else att.start_ts
         lost = round(att.gpus * (failure_ts - base) / 3_600_000, 4)
         nxt = att.job.attempts[att.n + 1] if len(att.job.attempts) > att.n + 1 else None

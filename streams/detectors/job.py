@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Union
 
+import msgspec
 from msgspec import Struct
 
 from ..signals import Signal, make
@@ -70,6 +71,8 @@ class AttemptRecord(Struct, kw_only=True):
     stale_fired: bool = False
     # stall
     stalled_at: int = 0                             # last progress ts when a stall was declared
+    # the job's last succeeded checkpoint from an earlier attempt: what this one resumed from
+    resumed_from: Union[Ckpt, None] = None
 
     def started(self) -> int:
         return self.start_ts if self.start_ts is not None else self.first_ts
@@ -84,10 +87,14 @@ class AttemptRecord(Struct, kw_only=True):
         return max(cfg.stall_floor_ms, int(cfg.stall_factor * p90))
 
     def last_checkpoint(self, before: int) -> Union[Ckpt, None]:
+        """The job's last succeeded checkpoint at ``before``: this attempt's own, else the one
+        an earlier attempt wrote (what this attempt resumed from)."""
         best = None
         for c in self.ckpts:
             if c.ts <= before and (best is None or c.ts > best.ts):
                 best = c
+        if best is None and self.resumed_from is not None and self.resumed_from.ts <= before:
+            return self.resumed_from
         return best
 
 
@@ -96,6 +103,21 @@ class JobState(Struct, kw_only=True):
     attempts: dict[int, AttemptRecord] = {}
     signals: list[Signal] = []                     # job-scoped signals (logs, ckpt, container, ...)
     pending_prog: int = 0                          # progress seen before any attempt record
+    # progress and checkpoints seen before the job's first scheduler record (a collector that
+    # polls sacct may report a job only when it ended): the first attempt record adopts them
+    early: Union[AttemptRecord, None] = None
+
+    def record_for(self, ts: int, job: str) -> AttemptRecord:
+        """The attempt a runtime event at ``ts`` belongs to, or the provisional record of a
+        job the scheduler has not reported yet."""
+        rec = self.attempt_at(ts)
+        if rec is not None:
+            return rec
+        if self.early is None:
+            self.early = AttemptRecord(job=job, attempt=-1, first_ts=ts)
+        elif ts < self.early.first_ts:
+            self.early.first_ts = ts
+        return self.early
 
     def attempt_at(self, ts: int) -> Union[AttemptRecord, None]:
         """The attempt a runtime event at ``ts`` belongs to: the latest one that began by then."""
@@ -179,8 +201,21 @@ def _sched(js: JobState, ev) -> None:
     d = ev.data
     rec = js.attempts.get(d.attempt)
     if rec is None:
-        rec = js.attempts[d.attempt] = AttemptRecord(job=ev.job, attempt=d.attempt, tenant=ev.tenant,
-                                                     first_ts=ev.ts)
+        if js.early is not None and not js.attempts:
+            # the job's first scheduler record: it takes over the progress and checkpoints
+            # that came before it (their times say they are this attempt's)
+            rec = msgspec.structs.replace(js.early, attempt=d.attempt, tenant=ev.tenant,
+                                          first_ts=min(js.early.first_ts, ev.ts))
+            js.early = None
+            js.pending_prog = 0
+            js.attempts[d.attempt] = rec
+        else:
+            rec = js.attempts[d.attempt] = AttemptRecord(job=ev.job, attempt=d.attempt, tenant=ev.tenant,
+                                                         first_ts=ev.ts)
+            earlier = [a for a in js.attempts.values() if a.attempt < d.attempt]
+            if earlier:
+                prev = max(earlier, key=lambda a: a.attempt)
+                rec.resumed_from = prev.last_checkpoint(ev.ts)
         if len(js.attempts) > 64:
             del js.attempts[min(js.attempts)]
     rec.first_ts = min(rec.first_ts, ev.ts)
@@ -220,7 +255,7 @@ def _progress(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
     rec = js.attempt_at(ev.ts)
     if rec is None:
         js.pending_prog += 1
-        return
+        rec = js.record_for(ev.ts, ev.job)
     d = ev.data
     t = ev.ts
     r = d.rank if d.rank is not None else -1
@@ -274,7 +309,7 @@ def _progress(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
 
 def _checkpoint(js: JobState, ev, out: list[Signal]) -> None:
     d = ev.data
-    rec = js.attempt_at(ev.ts)
+    rec = js.record_for(ev.ts, ev.job)
     if rec is not None:
         rec.ckpt_open = Ckpt(ev.ts, d.step, d.path, ev.id) if d.phase == "started" else None
     if d.phase == "succeeded":
