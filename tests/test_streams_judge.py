@@ -165,7 +165,8 @@ LAYER_OF = {"gpu_hardware": "gpu", "gpu_nvlink": "gpu", "thermal_throttle": "gpu
 def test_incident_shape(name, root):
     """Evidence is time-ordered and cites input events; a layer is 'ruled out' only if it had data
     on the job's nodes in the window; the culprit's layer is not ruled out; the culprit resource is
-    among 'affected'; retry is null when no later attempt exists."""
+    among 'affected'; hypotheses are ranked and the root cause is the top one; retry is null when
+    no later attempt exists."""
     sc, incs, path = run(name, root)
     ids = {e["id"] for e in sc.events}
     attempts = {(e["job"], e["data"]["attempt"]) for e in sc.events if e["kind"] == "sched.job"}
@@ -198,6 +199,13 @@ def test_incident_shape(name, root):
             assert comp[5:] in aff["paths"], f"{name}: {jid}: culprit {comp} not in affected.paths {aff['paths']}"
         if comp.startswith("port:"):
             assert comp[5:] in aff["ports"], f"{name}: {jid}: culprit {comp} not in affected.ports {aff['ports']}"
+        hyp = inc["hypotheses"]
+        confs = [h["confidence"] for h in hyp]
+        assert confs == sorted(confs, reverse=True), f"{name}: {jid}: hypotheses not ranked: {confs}"
+        assert 0 <= inc["root_cause"]["confidence"] <= 1, f"{name}: {jid}: confidence out of [0, 1]"
+        if hyp:
+            assert (hyp[0]["category"], hyp[0]["component"]) == (cat, comp), (
+                f"{name}: {jid}: root cause {cat}/{comp} is not the top hypothesis {hyp[0]['category']}/{hyp[0]['component']}")
         if not any(j == jid and a > att for j, a in attempts):
             assert inc["retry"] is None, f"{name}: {jid}/{att}: retry {inc['retry']} but no later attempt exists"
 
