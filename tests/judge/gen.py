@@ -3005,6 +3005,71 @@ def recovered_flap_then_user_bug():
                     [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+# =========================================================================== round 10
+
+@scenario
+def node_cpu_ierr():
+    """BMC SEL critical 'Processor' CPU IERR / machine check; the node resets; the job ends NODE_FAIL.
+    The node agent was down on that node all along (no GPU samples, no logs from it)."""
+    g = Gen(2006)
+    nodes = ["gpu-ierr-01", "gpu-ierr-02", "gpu-ierr-03"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2100", "port": f"Ethernet{4 * i}", "segment": "leaf-2100"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 42 * MIN
+    end = fault + 4 * MIN
+    j = g.job("6900001", nodes[:3], start=start, end=end, state="node_fail", reason="NodeFail", ckpt_every=20 * MIN, stop_at=fault,
+              user="ierr")
+    bad = nodes[2]
+    g.sel(bad, fault - SEC, "critical", "Processor", "CPU 2 has an internal error (IERR).", "CPU0000")
+    g.sel(bad, fault, "critical", "Processor", "A machine check error occurred on CPU 2.", "CPU0704")
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.gpus(nodes[:2], T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes[:2]}, mods=[idle_after(j, end)])
+    g.sched_node(bad, fault + 2 * MIN, "down", "Not responding")
+    return Scenario("node_cpu_ierr", node_cpu_ierr.__doc__, g.events,
+                    [Expect(j.id, 0, "node_hardware", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def bad_gpu_three_attempts_same_nodes():
+    """The same failing GPU (dgx-a100-181/4, rising DBE, XID 48 each time) kills three consecutive
+    attempts that the scheduler requeues on the same two nodes; each attempt resumes from the last
+    checkpoint. Three incidents, each gpu_hardware, retries chained with same_nodes true."""
+    g = Gen(4802)
+    nodes = [dgx(180), dgx(181)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-22", "port": f"Ethernet{4 * i}", "segment": "leaf-22"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    bad = nodes[1]
+    exp, busy, faults = [], [], []
+    t = T0 + 2 * MIN
+    first = 0
+    hist = []
+    for att, dur in enumerate([50 * MIN, 35 * MIN, 22 * MIN]):
+        start = t
+        fault = start + dur
+        end = fault + 30 * SEC
+        j = g.job("8123456", nodes, attempt=att, start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN,
+                  stop_at=fault, first_step=first, user="unlucky", reason="NonZeroExitCode",
+                  submit=(start - 95 * SEC) if att == 0 else (t - 60 * SEC))
+        g.xid(bad, fault, 4, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer.", pid=1000 + att)
+        g.log(j, fault + 600, "RuntimeError: CUDA error: uncorrectable ECC error encountered", rank=12)
+        hist += j.ckpts
+        j.ckpts = list(hist)
+        first = (j.last_ok() or (0, 0, first))[2]
+        faults.append(fault)
+        exp.append(Expect(j.id, att, "gpu_hardware", f"gpu:{bad}/4", j, failure_ts={end, j.last_progress()},
+                          retry_attempt=(att + 1) if att < 2 else None, retry_same_nodes=True if att < 2 else None))
+        busy.append((start, end))
+        t = end + 3 * MIN
+
+    def dbe(node, gpu, ts, d, st):
+        if node == bad and gpu == 4:
+            st["dbe"] = sum(1 for f in faults if ts >= f)
+    g.gpus(nodes, T0, t + 10 * MIN, 30 * SEC, busy={n: busy for n in nodes}, mods=[dbe])
+    return Scenario("bad_gpu_three_attempts_same_nodes", bad_gpu_three_attempts_same_nodes.__doc__, g.events, exp, [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
