@@ -20,6 +20,7 @@ Causal rules (general, not fitted to any scenario):
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Callable, Iterable
 
 import msgspec
@@ -54,6 +55,9 @@ CONCRETE = frozenset({"gpu_hardware", "gpu_nvlink", "node_hardware", "thermal_th
 ABI_COMPONENTS = frozenset({"driver", "cuda", "nccl", "ofed", "framework"})
 # the driver stack: a driver/GSP fault after its change is the change's doing
 DRIVER_STACK = frozenset({"driver", "cuda", "gpu_firmware"})
+# job-side signatures of waiting on something outside the code (collective, peer, I/O)
+WAIT_SIGNATURES = frozenset({"nccl_watchdog_timeout", "nccl_remote_error", "nccl_error", "connection_reset",
+                             "dataloader_timeout", "hung_task", "io_error"})
 SLOWDOWN_OR_CRASH = frozenset({"network_congestion", "thermal_throttle", "gpu_oom", "host_oom", "application"})
 SHORT = {"nccl_watchdog_timeout": "nccl_timeout", "elastic_child_failed": "child_failed",
          "python_traceback": "traceback"}
@@ -68,6 +72,10 @@ class CorrelateConfig(Struct, frozen=True, kw_only=True):
     change_recent_ms: int = 86_400_000      # ... with full weight when this recent
     explain_min: float = 0.35           # infrastructure weight that vetoes `application`
     max_evidence: int = 40
+
+
+# the scheduler's / orchestrator's own words for a memory kill (Kubernetes "OOMKilled", Slurm "OutOfMemory")
+_OOM_REASON = re.compile(r"OOMKill|OutOfMemory|out[ _-]of[ _-]memory", re.I)
 
 
 def incident_id(job: str, attempt: int) -> str:
@@ -97,7 +105,15 @@ def _local_gpu(rec: AttemptRecord, rank: int, node: str) -> int:
     return on_node.index(rank) if rank in on_node else rank % max(1, (rec.gpus // max(1, len(rec.nodes))) or 1)
 
 
-def _component(sig: Signal, rec: AttemptRecord, view: View) -> str:
+def _pci_key(pci: str) -> str:
+    """Comparable PCI bus id: ``00000000:3B:00.0`` and ``0000:3b:00`` -> ``3b:00``."""
+    parts = pci.lower().split(":")
+    if len(parts) == 3:
+        parts = parts[1:]
+    return ":".join(parts).split(".")[0]
+
+
+def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | None = None) -> str:
     """The culprit of ``sig`` in the contract's component form."""
     cat = sig.category
     d = sig.data
@@ -146,8 +162,16 @@ def _component(sig: Signal, rec: AttemptRecord, view: View) -> str:
         g = d.get("gpu")
         if g is None and d.get("rank") is not None:
             g = _local_gpu(rec, int(d["rank"]), node)
+        if g is None and d.get("pci"):
+            # a bus id only (a kernel line): the index when a gpu.xid of the node paired them,
+            # else the bus id itself (never a made-up index)
+            key = _pci_key(d["pci"])
+            g = (pci_index or {}).get((node, key), "0000:" + key)
         return f"gpu:{node}/{g if g is not None else 0}"
     if cat in ("node_hardware", "host_oom"):
+        host = d.get("host")  # a scheduler line naming the node it is about (srun: error: <node>: task N: ...)
+        if host in rec.nodes:
+            return f"node:{host}"
         return f"node:{sig.node or (rec.nodes[0] if rec.nodes else '?')}"
     if cat in ("storage_slow", "storage_unavailable", "storage_full"):
         path = d.get("path")
@@ -303,10 +327,15 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         dead_nodes |= {s.data.get("failed_node") for s in job_sigs if s.data.get("failed_node")}
 
     net_symptom = any(s.data.get("signature") in ("nccl_remote_error", "connection_reset") for s in job_sigs)
+    # the job itself says it was left waiting on something outside its code (a collective that
+    # never completed, a peer gone, an I/O that hung): not a silent exit of its own
+    waited = stalled or any(s.data.get("signature") in WAIT_SIGNATURES for s in job_sigs)
     # a stall began somewhere after the last progress, within about one progress interval
     post_grace = max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0)
     cands: dict[tuple[str, str], _Cand] = {}
     xid_events = {(s.node, s.data.get("xid")) for s in sigs if s.kind == "xid"}
+    pci_index = {(s.node, _pci_key(s.data["pci"])): s.data["gpu"] for s in sigs
+                 if s.kind == "xid" and s.data.get("gpu") is not None and s.data.get("pci")}
     for s in sigs:
         if s.kind == "log:xid":
             # an XID known only from the kernel log (no gpu.xid collector on that node)
@@ -359,7 +388,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             # erroring rank's own node before the error
             if not (score >= 0.8 and s.node == app_node and app_ts is not None and s.ts <= app_ts):
                 score *= 0.4
-        comp = _component(s, rec, view)
+        comp = _component(s, rec, view, pci_index)
         key = (cat, comp)
         c = cands.get(key)
         if c is None:
@@ -369,6 +398,35 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 c.score, c.summary = score, s.summary
             c.ts = min(c.ts, s.ts)
         c.sigs.append(s)
+    # an OOM message's "GPU N" is the process's view (per-task CUDA_VISIBLE_DEVICES makes every
+    # task's GPU 0); the GPU NVML saw full at that moment, the rank's local GPU, settles which one
+    for key in [k for k in cands if k[0] == "gpu_oom"]:
+        c = cands[key]
+        logs = [x for x in c.sigs if x.kind == "log:cuda_oom"]
+        if not logs or key not in cands:
+            continue
+        node, _, g = c.component[4:].rpartition("/")
+        t = logs[0].ts
+        full = {x.component.rpartition("/")[2] for x in sigs if x.kind == "gpu_mem_high" and x.node == node
+                and x.component and t - 600_000 <= x.ts <= t + 60_000}
+        if not full or g in full:
+            continue
+        r = logs[0].data.get("rank")
+        local = str(_local_gpu(rec, int(r), node)) if r is not None and node in rec.nodes else None
+        pick = local if local in full else (next(iter(full)) if len(full) == 1 else None)
+        if pick is None:
+            continue
+        new = ("gpu_oom", f"gpu:{node}/{pick}")
+        del cands[key]
+        other = cands.get(new)
+        if other is None:
+            c.component = new[1]
+            cands[new] = c
+        else:
+            other.score = max(other.score, c.score)
+            other.ts = min(other.ts, c.ts)
+            other.summary = c.summary
+            other.sigs = c.sigs + other.sigs
     for c in cands.values():
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
             c.score = min(0.99, c.score * (1.0 + min(0.1, 0.03 * (len(c.sigs) - 1))))
@@ -478,6 +536,24 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 "change_regression", comp, plausible(0.45 + min(0.3, 0.15 * prior)), start,
                 f"image changed {prev_image} -> {rec.image} since the previous run"
                 + (f"; {prior} other job(s) failed on it" if prior else ""))
+    # a job that dies of broken packaging (a compiled extension with an undefined symbol, a
+    # missing module) died of its image, whether or not anyone announced the image: the image
+    # is the version that broke, more so when other jobs failed on it too
+    packaging = [s for s in job_sigs if s.kind.startswith("log:") and s.ts <= failure_ts + cfg.post_grace_ms and (
+        s.data.get("signature") == "abi_mismatch"
+        or (s.data.get("exception") or "").rsplit(".", 1)[-1] in LIB_EXCEPTIONS)]
+    if rec.image and packaging and concrete < 0.5:
+        comp = f"version:image={rec.image}"
+        prior = change_failures(comp, failure_ts) if change_failures else 0
+        score = 0.45 + min(0.3, 0.15 * prior)
+        c = cands.get(("change_regression", comp))
+        if c is None:
+            c = cands[("change_regression", comp)] = _Cand(
+                "change_regression", comp, score, packaging[0].ts,
+                f"the job died of broken packaging in image {rec.image}: {packaging[0].summary}"
+                + (f"; {prior} other job(s) failed on it" if prior else ""))
+        c.score = max(c.score, score)
+        c.sigs.extend(packaging)
 
     # ---- hung inside a checkpoint write: the checkpoint's file system is the prime suspect
     ck_open = rec.ckpt_open
@@ -508,7 +584,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                                                         "time limit reached while the job was progressing")
     elif state == "cancelled" and not stalled:
         cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.6, failure_ts, "cancelled")
-    elif state == "out_of_memory" and not any(c.category == "host_oom" for c in cands.values()):
+    elif (state == "out_of_memory" or (state == "failed" and _OOM_REASON.search(rec.reason or ""))) \
+            and not any(c.category == "host_oom" for c in cands.values()):
         n = rec.nodes[0] if rec.nodes else "?"
         cands[("host_oom", f"node:{n}")] = _Cand("host_oom", f"node:{n}", 0.6, failure_ts,
                                                   "the scheduler reports the job out of memory")
@@ -520,7 +597,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
 
     # ---- application: only when no infrastructure candidate of weight remains
     infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
-    if app_errs or (state == "failed" and infra_weight < cfg.explain_min
+    if app_errs or (state == "failed" and infra_weight < cfg.explain_min and not waited
                     and not any(c.category == "scheduler" for c in cands.values())):
         appl_score = 0.75 if app_code else (0.6 if code_bug else (0.45 if app_errs else 0.3))
         s0 = (code_errs or code_bug or app_errs or [None])[0]
@@ -534,8 +611,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         cands[("application", f"job:{rec.job}")] = c
 
     ranked = sorted(cands.values(), key=lambda c: (_tier(c.score), c.ts, -c.score, c.category, c.component))
-    if ranked and ranked[0].category != "application" and ranked[0].score < cfg.explain_min:
-        # nothing of weight on the infrastructure: the application verdict (when there is one) comes first
+    if ranked and ranked[0].category != "application" and ranked[0].score < cfg.explain_min and (app_code or not waited):
+        # nothing of weight on the infrastructure and the job did not report waiting on it (or its
+        # own code failed): the application verdict (when there is one) comes first
         ranked.sort(key=lambda c: c.category != "application")
     if stalled and ranked and all(c.score < cfg.explain_min for c in ranked):
         ranked = []

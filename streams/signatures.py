@@ -153,10 +153,17 @@ _EXC_RE = re.compile(r"^(?:\[[Rr]ank ?\d+\]:\s*)?\s*([A-Za-z_][\w.]*(?:Error|Exc
 _RULES: tuple[_Rule, ...] = (
     # ---- kernel / driver (stream "kernel" usually)
     _Rule("xid", ("NVRM: Xid",), r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)", "gpu", None, "critical", "cause", _xid),
-    _Rule("gpu_fallen_off_bus", ("fallen off the bus",), r"GPU (?:at PCI:([0-9A-Fa-f:.]+) )?has fallen off the bus",
+    _Rule("gpu_fallen_off_bus", ("fallen off the bus",),
+          r"GPU (?:at PCI:)?(?:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?):? )?(?:GPU )?has fallen off the bus",
           "gpu", "gpu_hardware", "critical", "cause", _groups("pci")),
     _Rule("cuda_ecc_error", ("uncorrectable ECC error",), r"uncorrectable ECC error encountered",
           "gpu", "gpu_hardware", "critical", "cause", _rank_only),
+    _Rule("cuda_nvlink_error", ("uncorrectable NVLink error",), r"uncorrectable NVLink error",
+          "gpu", "gpu_nvlink", "critical", "cause", _rank_only),
+    # Slurm's own report of a cgroup OOM kill in a step, and srun's per-task line
+    _Rule("slurm_oom", ("oom_kill event", "oom-kill event", "OOM Killed", "Out Of Memory"),
+          r"Detected \d+ oom[_-]kill events?|OOM Killed|(?:error: (\S+): )?task \d+: Out Of Memory",
+          "runtime", "host_oom", "critical", "cause", _groups("host")),
     _Rule("cgroup_oom", ("Memory cgroup out of memory",), r"Memory cgroup out of memory: Kill(?:ed)? process (\d+) \(([^)]*)\)",
           "runtime", "host_oom", "critical", "cause", _oom_killer),
     _Rule("oom_killer", ("Out of memory: Kill", "oom-kill:", "invoked oom-killer"),
@@ -179,8 +186,9 @@ _RULES: tuple[_Rule, ...] = (
           r"(\S+?)\[(\d+)\]: segfault at|Segmentation fault|SIGSEGV", "runtime", "application", "critical", "weak",
           _groups("process", "pid")),
     # ---- framework / application
-    _Rule("cuda_oom", ("out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED"),
-          r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation",
+    _Rule("cuda_oom", ("out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED", "RESOURCE_EXHAUSTED"),
+          r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"
+          r"|RESOURCE_EXHAUSTED: Out of memory",
           "gpu", "gpu_oom", "critical", "cause",
           lambda m, s: {**_rank_only(None, s), **({"gpu": int(g.group(1))} if (g := re.search(r"GPU (\d+) has a total", s)) else {})}),
     _Rule("nccl_watchdog_timeout", ("Watchdog caught collective operation timeout", "WorkNCCL("),
