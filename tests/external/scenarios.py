@@ -731,8 +731,9 @@ def new_image_on_retry_fails_at_import():
         s.bmc(n, -5 * MIN, 43 * MIN, 60 * SEC)
     return s.arrival(), [Expect("acme-3", category="scheduler", component="job:acme-3", ckpt_step=st,
                                 lost_gpu_hours=_gh(16, 30 * MIN - (20 * MIN + 20 * SEC)), retry_same_nodes=True),
+                         # attempt 1 resumed from attempt 0's checkpoint: that is its last good one
                          Expect("acme-3", attempt=1, category="change_regression", component=f"version:image={new}",
-                                ckpt_step=None, lost_gpu_hours=_gh(16, 90 * SEC))]
+                                ckpt_step=st, lost_gpu_hours=_gh(16, 90 * SEC))]
 
 
 @scenario
@@ -986,7 +987,7 @@ def same_gpu_fails_again_on_retry():
     return s.arrival(), [Expect("l-500", category="gpu_hardware", component="gpu:l-2/7", ckpt_step=st,
                                 lost_gpu_hours=_gh(16, 20 * MIN - (10 * MIN + 20 * SEC)), retry_same_nodes=True,
                                 ruled_out={"net", "hw", "storage"}),
-                         Expect("l-500", attempt=1, category="gpu_hardware", component="gpu:l-2/7", ckpt_step=None,
+                         Expect("l-500", attempt=1, category="gpu_hardware", component="gpu:l-2/7", ckpt_step=st,
                                 lost_gpu_hours=_gh(16, 15 * MIN))]
 
 
@@ -1281,3 +1282,50 @@ def rollback_to_known_driver_then_silent_stall():
     _clean(s, nodes, "rb-leaf", -5 * MIN, 47 * MIN)
     return s.arrival(), [Expect("rb-2", category="unknown", component="job:rb-2", ckpt_step=None,
                                 ruled_out={"gpu", "net", "hw", "storage"}, lost_gpu_hours=_gh(16, 12 * MIN))]
+
+
+@scenario
+def pod_reason_oomkilled_only():
+    """The orchestrator only says the worker pod ended OOMKilled (exit 137); no kernel line, no
+    runtime.container event. host_oom on the pod's node."""
+    s = Story("reasonoom")
+    nodes = ["eks-p5-ip-172-31-9-7"]
+    _pair(s, nodes, "eks-leaf", "eks", mounts=())
+    a = s.run("ray-train-7x", 0, nodes, 8, 0, 9 * MIN, "failed", exit_code=137, reason="OOMKilled", source="kube-apiserver")
+    s.heartbeat(a, 30 * SEC, 8 * MIN + 30 * SEC, 30 * SEC, ranks="zero")
+    _clean(s, nodes, "eks-leaf", -5 * MIN, 11 * MIN, mount=None, bmc=False)
+    return s.arrival(), [Expect("ray-train-7x", category="host_oom", component=f"node:{nodes[0]}", ckpt_step=None,
+                                ruled_out={"gpu", "net"}, lost_gpu_hours=_gh(8, 9 * MIN))]
+
+
+@scenario
+def slurm_step_oom_kill_named_by_srun():
+    """Slurm reports an oom_kill event in the step and srun names the node whose task died
+    (the second node), while the log lines are collected on the batch host (the first)."""
+    s = Story("srunoom")
+    nodes = ["sl-01", "sl-02"]
+    _pair(s, nodes, "sl-leaf", "sl")
+    a = s.run("881234", 0, nodes, 4, 0, 16 * MIN, "failed", exit_code=137)
+    s.heartbeat(a, 30 * SEC, 15 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 15 * MIN + 20 * SEC, "srun: error: sl-02: task 6: Out Of Memory", node="sl-01")
+    s.say(a, 15 * MIN + 21 * SEC, "slurmstepd: error: Detected 1 oom_kill event in StepId=881234.0. Some of the step "
+          "tasks have been OOM Killed.", node="sl-02")
+    _clean(s, nodes, "sl-leaf", -5 * MIN, 18 * MIN, gpn=4)
+    return s.arrival(), [Expect("881234", category="host_oom", component="node:sl-02", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw", "storage"}, lost_gpu_hours=_gh(8, 16 * MIN))]
+
+
+@scenario
+def jax_resource_exhausted_oom():
+    """A JAX job: XLA reports RESOURCE_EXHAUSTED out of memory on process 3 (GPU 3 of a
+    single 8-GPU node). gpu_oom on that GPU."""
+    s = Story("jaxoom")
+    nodes = ["tpu-less-gpu-1"]
+    _pair(s, nodes, "j-leaf", "j")
+    a = s.run("jx-1", 0, nodes, 8, 0, 7 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 6 * MIN, 30 * SEC, ranks="zero")
+    s.say(a, 6 * MIN + 30 * SEC, traceback("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+                                           "trying to allocate 17179869184 bytes."), rank=3)
+    _clean(s, nodes, "j-leaf", -5 * MIN, 9 * MIN)
+    return s.arrival(), [Expect("jx-1", category="gpu_oom", component="gpu:tpu-less-gpu-1/3", ckpt_step=None,
+                                ruled_out={"net", "hw", "storage"}, lost_gpu_hours=_gh(8, 7 * MIN))]
