@@ -28,12 +28,12 @@ FAULTLINE = str(Path(sys.executable).parent / "faultline")
 KNOWN: dict[tuple[str, str], str] = {
     ("driver_xid31_before_crash", "cause"): "XID 31 before the CUDA illegal-address error, no hardware sign: engine says "
                                             "application; contract wording says driver_software (debatable)",
-    ("gpu_xid79_kernel_log_only", "cause"): "XID 79 only as a kernel runtime.log line with a PCI bus id: the engine "
-                                            "names GPU 0 instead of GPU 3 (the one whose samples stop)",
+    ("gpu_xid79_kernel_log_only", "cause"): "XID 79 only as a kernel runtime.log line with a PCI bus id: component is "
+                                            "gpu:<node>/<bus id>, not GPU 3's index (the GPU whose samples stop)",
     ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
                                               "contract's gpu:<node>/<index>",
-    ("net_ib_spine_port_storm", "cause"): "spine port (node=null) storm + flap not joined to the job: engine says "
-                                          "application 'every layer clean' despite NCCL retry-exceeded errors (component debatable)",
+    ("net_ib_spine_port_storm", "cause"): "spine port (node=null) storm + flap not joined to the job: unknown despite "
+                                          "NCCL retry-exceeded errors on both leaves in that minute (component debatable)",
 }
 
 _cache: dict[str, tuple] = {}
