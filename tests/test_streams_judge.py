@@ -32,8 +32,6 @@ KNOWN: dict[tuple[str, str], str] = {
                                             "gpu:<node>/<bus id>, not GPU 3's index (the GPU whose samples stop)",
     ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
                                               "contract's gpu:<node>/<index>",
-    ("net_ib_spine_port_storm", "cause"): "spine port (node=null) storm + flap not joined to the job: unknown despite "
-                                          "NCCL retry-exceeded errors on both leaves in that minute (component debatable)",
 }
 
 _cache: dict[str, tuple] = {}
