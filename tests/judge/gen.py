@@ -3070,6 +3070,49 @@ def bad_gpu_three_attempts_same_nodes():
     return Scenario("bad_gpu_three_attempts_same_nodes", bad_gpu_three_attempts_same_nodes.__doc__, g.events, exp, [], g)
 
 
+
+@scenario
+def spine_storm_decoy():
+    """The spine port ib-spine-2/17 storms and flaps while (a) a SINGLE-node job dies of NCCL timeouts
+    caused by NVLink errors on its GPU 3 (its traffic never leaves the node) and (b) a 2-node job whose
+    nodes sit on the same leaf (no spine on its path) dies of a user error. Neither is the spine's."""
+    g = Gen(5006)
+    nodes = [f"cn-f{i:02d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "ib-leaf-1", "port": str(i + 1), "segment": "ib-leaf-1"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    onset = start + 40 * MIN
+    stop_a = onset + 20 * SEC
+    end_a = stop_a + 10 * MIN + 10 * SEC
+    ja = g.job("7800001", nodes[:1], start=start, end=end_a, state="failed", exit_code=1, ckpt_every=15 * MIN, stop_at=stop_a,
+               user="single", reason="NonZeroExitCode")
+    fault_b = onset + 90 * SEC
+    jb, end_b = _app_job(g, "7800002", nodes[2:4], start, fault_b,
+                         "Traceback (most recent call last):\n  File \"/home/u/loop.py\", line 88, in step\n"
+                         "    out = model(**batch)\nTypeError: forward() got an unexpected keyword argument 'labels_mask'",
+                         rank=0, ckpt_every=15 * MIN, user="pair", reason="NonZeroExitCode")
+
+    def nvl(node, gpu, ts, d, st):
+        if node == nodes[0] and gpu == 3 and ts >= onset - 2 * MIN:
+            st["nvl"] += 2500
+
+    def storm(dev, port, ts, d, st):
+        if dev == "ib-spine-2" and port == "17" and ts >= onset - 3 * MIN:
+            st["in_errors"] += 40000
+            if onset <= ts < onset + 40 * SEC:
+                d["oper_status"] = "down"
+    g.ports([(f"ib-spine-{s}", str(p), None) for s in (1, 2) for p in range(15, 20)] +
+            [("ib-leaf-1", str(i + 1), n) for i, n in enumerate(nodes)], T0, end_a + 10 * MIN, 30 * SEC, mods=[storm], src="ufm")
+    g.link("ib-spine-2", "17", None, onset, "down", src="ufm")
+    g.link("ib-spine-2", "17", None, onset + 30 * SEC, "up", src="ufm")
+    g.gpus(nodes, T0, end_a + 10 * MIN, 20 * SEC, busy={nodes[0]: [(start, end_a)], nodes[2]: [(start, end_b)], nodes[3]: [(start, end_b)]},
+           mods=[nvl])
+    nccl_timeouts(g, ja, stop_a + 600 * SEC, [0, 2, 5], seq=3131)
+    return Scenario("spine_storm_decoy", spine_storm_decoy.__doc__, g.events,
+                    [Expect(ja.id, 0, "gpu_nvlink", f"gpu:{nodes[0]}/3", ja, failure_ts={end_a, ja.last_progress()}),
+                     Expect(jb.id, 0, "application", f"job:{jb.id}", jb, failure_ts={end_b, jb.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
