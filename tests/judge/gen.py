@@ -3113,6 +3113,56 @@ def spine_storm_decoy():
                      Expect(jb.id, 0, "application", f"job:{jb.id}", jb, failure_ts={end_b, jb.last_progress()})], [], g)
 
 
+
+def _thermal_job(g, jid, nodes, bad, gpu, start, onset, end, state, interval, **kw):
+    st_fn = lambda t: 1.2 if t < onset else 1.2 + 2.4 * min(1.0, (t - onset) / (20 * MIN))
+    stop = kw.pop("stop_at", None)
+    j = g.job(jid, nodes, start=start, end=end, state=state, step_time_fn=st_fn, stop_at=stop, **kw)
+
+    def hot(node, gi, ts, d, s):
+        if node == bad and gi == gpu and onset <= ts < end:
+            f = min(1.0, (ts - onset) / (15 * MIN))
+            d.update(temp_c=int(85 + 8 * f), sm_clock_mhz=int(1410 - 800 * f), power_w=round(240 - 90 * f, 1),
+                     throttle=["sw_thermal", "hw_thermal"] + (["hw_slowdown"] if f > 0.5 else []))
+    g.gpus(nodes, T0, end + 10 * MIN, interval, busy={n: [(start, end)] for n in nodes}, mods=[hot, idle_after(j, end)])
+    return j
+
+
+@scenario
+def thermal_straggler_user_cancel():
+    """A thermal straggler slows the job 3x and the user cancels it while it is STILL making
+    progress (slowly). The contract: a job its user cancels while it makes progress has no incident."""
+    g = Gen(3002)
+    nodes = [f"gpu-th-{i:02d}" for i in range(1, 5)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2200", "port": f"Ethernet{4 * i}", "segment": "leaf-2200"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    onset = start + 30 * MIN
+    end = onset + 40 * MIN
+    j = _thermal_job(g, "pytorchjob-slow-cancel-1", nodes, nodes[1], 4, start, onset, end, "cancelled", 30 * SEC,
+                     signal=15, reason="Cancelled by user", src="training-operator@kube-ctl", ckpt_every=20 * MIN)
+    return Scenario("thermal_straggler_user_cancel", thermal_straggler_user_cancel.__doc__, g.events, [], [(j.id, 0)], g)
+
+
+@scenario
+def thermal_straggler_2n_no_bmc():
+    """2-node Slurm job, GPU samples every 60 s, no BMC collector: GPU 7 of the second node runs
+    into hw_thermal/hw_slowdown, steps slow down, then the collective times out."""
+    g = Gen(3003)
+    nodes = ["node1701.cluster.local", "node1702.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-170", "port": str(i + 1), "segment": "ib-leaf-170"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    onset = start + 35 * MIN
+    stop = onset + 25 * MIN
+    end = stop + 10 * MIN + 20 * SEC
+    j = _thermal_job(g, "7900001", nodes, nodes[1], 7, start, onset, end, "failed", 60 * SEC, exit_code=1,
+                     stop_at=stop, ckpt_every=20 * MIN, user="warm", reason="NonZeroExitCode")
+    nccl_timeouts(g, j, stop + 600 * SEC, [0, 3, 9], seq=2727)
+    return Scenario("thermal_straggler_2n_no_bmc", thermal_straggler_2n_no_bmc.__doc__, g.events,
+                    [Expect(j.id, 0, "thermal_throttle", f"gpu:{nodes[1]}/7", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
