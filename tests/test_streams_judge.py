@@ -32,6 +32,8 @@ KNOWN: dict[tuple[str, str], str] = {
                                             "gpu:<node>/<bus id>, not GPU 3's index (the GPU whose samples stop)",
     ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
                                               "contract's gpu:<node>/<index>",
+    ("filenotfound_mount_missing", "cause"): "a mount reported 'missing' before the job started (and never back) is not "
+                                             "used: the rank's FileNotFoundError on it is called application",
 }
 
 _cache: dict[str, tuple] = {}

@@ -3163,6 +3163,70 @@ def thermal_straggler_2n_no_bmc():
                     [Expect(j.id, 0, "thermal_throttle", f"gpu:{nodes[1]}/7", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+@scenario
+def nccl_version_drift_one_node():
+    """Bare-metal Slurm, host-installed NCCL: gpu-r-03 still has NCCL 2.18.3 while the others run
+    2.21.5. The job hangs in its first collective and every rank hits the watchdog; no progress."""
+    g = Gen(1201)
+    nodes = [f"gpu-r-{i:02d}" for i in range(1, 5)]
+    odd = nodes[2]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2300", "port": f"Ethernet{4 * i}", "segment": "leaf-2300"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - 2 * HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}],
+                  per_node={odd: {"nccl": "2.18.3"}})
+    start = T0 + 2 * MIN
+    end = start + 12 * MIN
+    j = g.job("8000001", nodes, start=start, end=end, state="failed", exit_code=1, user="drift", reason="NonZeroExitCode",
+              stop_at=start + 1)
+    nccl_timeouts(g, j, start + 11 * MIN, [0, 8, 16, 24], seq=1, op="BROADCAST")
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("nccl_version_drift_one_node", nccl_version_drift_one_node.__doc__, g.events,
+                    [Expect(j.id, 0, "driver_software", f"node:{odd}", j, ckpt_step=None, failure_ts={end})], [], g)
+
+
+@scenario
+def irrelevant_drift_then_user_bug():
+    """One node of the job differs only in BIOS and BMC firmware (irrelevant to the job's stack); the
+    job dies of a user NameError. Application, not a version mismatch."""
+    g = Gen(1202)
+    nodes = [f"gpu-r-{i:02d}" for i in range(11, 15)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2301", "port": f"Ethernet{4 * i}", "segment": "leaf-2301"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - 2 * HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}],
+                  per_node={nodes[1]: {"bios": "1.9.0", "bmc_firmware": "24.07.02"}})
+    start = T0 + 2 * MIN
+    j, end = _app_job(g, "8000002", nodes, start, start + 46 * MIN,
+                      "Traceback (most recent call last):\n  File \"/home/v/train.py\", line 301, in <module>\n    log_metrics(step, los)\n"
+                      "NameError: name 'los' is not defined. Did you mean: 'loss'?", rank=0, ckpt_every=15 * MIN, user="v",
+                      reason="NonZeroExitCode")
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("irrelevant_drift_then_user_bug", irrelevant_drift_then_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def filenotfound_mount_missing():
+    """The mirror of application_filenotfound_on_storage_path: here /data/shared really is MISSING on
+    the node whose rank raises FileNotFoundError (automount failed after a reboot): storage_unavailable."""
+    g = Gen(7011)
+    nodes = ["node1801.cluster.local", "node1802.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-180", "port": str(i + 1), "segment": "ib-leaf-180"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/data/shared", "backend": "nfs", "server": "nas-data"}])
+    start = T0 + 2 * MIN
+    fault = start + 2 * MIN + 30 * SEC
+    end = fault + 15 * SEC
+    j = g.job("8100999", nodes, start=start, end=end, state="failed", exit_code=1, stop_at=fault, init=100 * SEC, user="w",
+              reason="NonZeroExitCode")
+    g.mount(nodes[1], start - 10 * MIN, "/data/shared", "missing", "autofs: mount of nas-data:/export/shared failed")
+    g.mount(nodes[0], start - 10 * MIN, "/data/shared", "ok")
+    g.log(j, fault, "Traceback (most recent call last):\n  File \"/opt/job/data.py\", line 19, in <module>\n"
+          "    ds = load_from_disk('/data/shared/corpora/web-2024')\n"
+          "FileNotFoundError: [Errno 2] No such file or directory: '/data/shared/corpora/web-2024/dataset_info.json'", rank=8)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("filenotfound_mount_missing", filenotfound_mount_missing.__doc__, g.events,
+                    [Expect(j.id, 0, "storage_unavailable", "path:/data/shared", j, ckpt_step=None, failure_ts={end, j.last_progress()} - {None})],
+                    [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
