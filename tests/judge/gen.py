@@ -3227,6 +3227,31 @@ def filenotfound_mount_missing():
                     [], g)
 
 
+
+@scenario
+def no_runtime_layer_xid79():
+    """A site with no runtime collection at all (no progress, no logs, no checkpoints): only the
+    scheduler, NVML/XID and the BMC. XID 79 on GPU 1 of the second node, job FAILED 11 min later.
+    last_checkpoint null; lost GPU-h from the start."""
+    g = Gen(7906)
+    nodes = ["gpu-nr-01", "gpu-nr-02", "gpu-nr-03"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2400", "port": f"Ethernet{4 * i}", "segment": "leaf-2400"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 53 * MIN
+    end = fault + 11 * MIN
+    j = g.job("8200001", nodes[:2], start=start, end=end, state="failed", exit_code=1, user="bare", reason="NonZeroExitCode",
+              stop_at=start + 1)
+    g.events = [e for e in g.events if not e["kind"].startswith("runtime.")]
+    j.progress, j.ckpts = [], []
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes[:2]},
+           mods=[stop_after(nodes[1], fault, 1), idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.xid(nodes[1], fault, 1, 79, "GPU has fallen off the bus.", pid=5150)
+    return Scenario("no_runtime_layer_xid79", no_runtime_layer_xid79.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", f"gpu:{nodes[1]}/1", j, ckpt_step=None, failure_ts={end})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
