@@ -56,8 +56,12 @@ log = logging.getLogger("faultline.streams.agents")
 NODE_TOPICS = ("fl.gpu", "fl.hw", "fl.storage", "fl.inventory", "fl.net")
 JOB_TOPICS = ("fl.sched", "fl.runtime")
 BATCH = 2000
+NODE_BATCH = 5000
 NODE_BUFFER = 50_000   # node records queued for the node task at most (then fetching waits)
 WITHIN_S = 0.02
+#: the node task waits up to this long to fill a batch: fewer, bigger batches (one changelog
+#: write per node key and batch) for at most this much added alert latency
+NODE_WITHIN_S = 0.1
 TICK_S = 1.0
 STATS_S = float(os.environ.get("FAULTLINE_WORKER_STATS_S", "30"))
 
@@ -301,7 +305,7 @@ def install(app: faust.App, settings: Settings) -> None:
     async def node_events() -> None:
         consumer = app.consumer
         while not app.should_stop:
-            batch = await node_feed.take(BATCH, WITHIN_S)
+            batch = await node_feed.take(NODE_BATCH, NODE_WITHIN_S)
             t0 = time.perf_counter()
             try:
                 await _node_batch(batch)

@@ -257,6 +257,24 @@ def fast_conductor(conductor_cls: type) -> type:
                 await f.put(message)
         return on_message_shared
 
+    def _compile_message_handler(self: Any) -> Any:
+        # Faust's handler takes an asyncio.Lock per record to read the tp -> callback map
+        # (rebuilt under that lock on subscription changes); read it without the lock
+        # unless a rebuild holds it or the partition has no callback yet
+        locked = conductor_cls._compile_message_handler(self)
+        if self.app.client_only:
+            return locked
+        get_callback = self._tp_to_callback.get
+        lock = self._tp_to_callback_lock
+
+        async def on_message(message: Any) -> None:
+            cb = get_callback(message.tp)
+            if cb is None or lock.locked():
+                return await locked(message)
+            return await cb(message)
+        return on_message
+
     return type(conductor_cls.__name__, (conductor_cls,),
-                {"_build_handler": _build_handler, "_faultline_fast": True,
+                {"_build_handler": _build_handler, "_compile_message_handler": _compile_message_handler,
+                 "_faultline_fast": True,
                  "__module__": conductor_cls.__module__})
