@@ -32,6 +32,9 @@ KNOWN: dict[tuple[str, str], str] = {
                                             "gpu:<node>/<bus id>, not GPU 3's index (the GPU whose samples stop)",
     ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
                                               "contract's gpu:<node>/<index>",
+    ("change_driver_rollout", "shape"): "change_regression incident cites no inventory event: the change (before the "
+                                        "job's window) is named in the summary but not on the evidence timeline",
+    ("change_image_regression", "shape"): "same: the announced image change is not in the incident's evidence",
     ("filenotfound_mount_missing", "cause"): "a mount reported 'missing' before the job started (and never back) is not "
                                              "used: the rank's FileNotFoundError on it is called application",
 }
@@ -158,7 +161,7 @@ def test_no_false_incident(name, root):
 
 LAYER_OF = {"gpu_hardware": "gpu", "gpu_nvlink": "gpu", "thermal_throttle": "gpu", "gpu_oom": "gpu",
             "node_hardware": "hw", "network_link": "net", "network_congestion": "net", "storage_slow": "storage",
-            "storage_unavailable": "storage", "storage_full": "storage"}
+            "storage_unavailable": "storage", "storage_full": "storage", "change_regression": "inventory"}
 
 
 @pytest.mark.parametrize("name", _cases("shape"))
@@ -189,6 +192,11 @@ def test_incident_shape(name, root):
         cat, comp = inc["root_cause"]["category"], inc["root_cause"]["component"]
         if cat in LAYER_OF:
             assert LAYER_OF[cat] not in inc["ruled_out"], f"{name}: {jid}: culprit layer {LAYER_OF[cat]} is in ruled_out"
+            announced = any(e["kind"] == "inventory.change" for e in sc.events)
+            if cat != "change_regression" or announced:
+                assert LAYER_OF[cat] in {e["layer"] for e in ev}, f"{name}: {jid}: no {LAYER_OF[cat]} evidence for a {cat} verdict"
+        rc_missing = [x for x in inc["root_cause"].get("evidence", []) if x not in ids]
+        assert not rc_missing, f"{name}: {jid}: root_cause.evidence cites ids not in the input: {rc_missing[:5]}"
         aff = inc["affected"]
         if comp.startswith("node:"):
             assert comp[5:] in aff["nodes"], f"{name}: {jid}: culprit {comp} not in affected.nodes {aff['nodes']}"
