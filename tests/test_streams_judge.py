@@ -238,3 +238,25 @@ def test_same_answer_in_another_delivery_order(name, root):
     a = {k: key(v) for k, v in incs.items()}
     b = {k: key(v) for k, v in other.items()}
     assert a == b, f"{name}: answers differ with the delivery order:\n first {a}\n other {b}"
+
+
+SLICE = ["gpu_xid79_16n", "net_flap_other_node", "storage_stale_lustre", "application_with_decoys",
+         "node_psu_fail_requeue", "gpu_oom_deepspeed"]
+
+
+@pytest.mark.parametrize("name", [c for c in _cases("slice") if c.values[0] in SLICE])
+def test_same_id_from_the_jobs_slice(name, root):
+    """Replays included: the job's own slice of the file (its scheduler/runtime events, the events of
+    its nodes, fabric events without a node) gives the same incident ids and the same verdicts."""
+    sc, incs, path = run(name, root)
+    for (jid, att), inc in incs.items():
+        nodes = {n for e in sc.events if e["kind"] == "sched.job" and e["job"] == jid for n in e["data"]["nodes"]}
+        keep = [e for e in sc.events if e["job"] == jid or e["node"] in nodes
+                or (e["node"] is None and e["kind"].split(".")[0] in ("net", "inventory"))]
+        p = root / f"{name}.{jid}.slice.jsonl"
+        sc.gen.write(p, keep, seed=5)
+        sl = diagnose(p).get((jid, att))
+        assert sl is not None, f"{name}: {jid}/{att}: no incident from the job's slice {p}"
+        assert sl["id"] == inc["id"], f"{name}: {jid}/{att}: id {sl['id']} from the slice != {inc['id']} from the full file"
+        assert (sl["root_cause"]["category"], sl["root_cause"]["component"]) == \
+            (inc["root_cause"]["category"], inc["root_cause"]["component"]), f"{name}: {jid}: verdict differs on the slice"
