@@ -303,7 +303,7 @@ class Gen:
                 source=f"{src}@{device}")
 
     def rdma(self, nodes, t_from, t_to, interval, *, hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"),
-             mods: list[Callable] = ()):
+             mods: list[Callable] = (), roce=True):
         rng = self.rng
         for node in nodes:
             for hca in hcas:
@@ -314,12 +314,17 @@ class Gen:
                     "rp_cnp_handled": rng.randint(0, 10**5), "np_ecn_marked_roce_packets": rng.randint(0, 10**5),
                     "port_xmit_data": rng.randint(10**12, 10**13), "port_rcv_data": rng.randint(10**12, 10**13),
                     "port_xmit_wait": rng.randint(10**6, 10**7)})
+                if not roce:        # InfiniBand: no CNP/ECN counters, PMA xmit discards instead
+                    for k in ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets"):
+                        st.pop(k, None)
+                    st.setdefault("port_xmit_discards", rng.randint(0, 20))
                 t = t_from + rng.randrange(interval)
                 while t < t_to:
                     s = interval / 1000
-                    st["np_cnp_sent"] += int(rng.uniform(0, 40) * s)        # normal RoCE background
-                    st["rp_cnp_handled"] += int(rng.uniform(0, 40) * s)
-                    st["np_ecn_marked_roce_packets"] += int(rng.uniform(0, 50) * s)
+                    if roce:
+                        st["np_cnp_sent"] += int(rng.uniform(0, 40) * s)        # normal RoCE background
+                        st["rp_cnp_handled"] += int(rng.uniform(0, 40) * s)
+                        st["np_ecn_marked_roce_packets"] += int(rng.uniform(0, 50) * s)
                     st["port_xmit_data"] += int(rng.uniform(5e8, 1.2e9) * s)
                     st["port_rcv_data"] += int(rng.uniform(5e8, 1.2e9) * s)
                     st["port_xmit_wait"] += int(rng.uniform(1e3, 1e4) * s)
@@ -3250,6 +3255,44 @@ def no_runtime_layer_xid79():
     g.xid(nodes[1], fault, 1, 79, "GPU has fallen off the bus.", pid=5150)
     return Scenario("no_runtime_layer_xid79", no_runtime_layer_xid79.__doc__, g.events,
                     [Expect(j.id, 0, "gpu_hardware", f"gpu:{nodes[1]}/1", j, ckpt_step=None, failure_ts={end})], [], g)
+
+
+
+@scenario
+def ib_congestion_xmit_wait():
+    """InfiniBand (no RoCE CNPs): a neighbour's all-to-all saturates leaf ib-leaf-9; the HCAs show
+    port_xmit_wait (credit starvation) climbing 100x and port_xmit_discards, switch ports out_discards;
+    no symbol/receive errors, no link drop. Our job's collectives time out."""
+    g = Gen(6003)
+    nodes = [f"cn-g{i:02d}" for i in range(1, 11)]
+    ja, jb = nodes[:4], nodes[4:10]
+    links = {n: [{"nic": "mlx5_0", "switch": "ib-leaf-9", "port": str(i + 1), "segment": "ib-leaf-9"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    onset = start + 38 * MIN
+    stop = onset + 7 * MIN
+    end = stop + 10 * MIN + 30 * SEC
+    j = g.job("8300001", ja, start=start, end=end, state="failed", exit_code=1, ckpt_every=15 * MIN, stop_at=stop, user="ibc",
+              reason="NonZeroExitCode", step_time_fn=lambda t: 1.2 if t < onset else 5.0)
+    jn = g.job("8300002", jb, start=onset - MIN, end=end + 25 * MIN, state="completed", exit_code=0, ckpt_every=60 * MIN, user="a2a")
+
+    def cong(node, hca, ts, st):
+        if onset <= ts < end + 25 * MIN:
+            st["port_xmit_wait"] += 3 * 10**9
+            st["port_xmit_discards"] += 2500
+    g.rdma(nodes, T0, end + 30 * MIN, 20 * SEC, hcas=("mlx5_0",), mods=[cong], roce=False)
+
+    def disc(dev, port, ts, d, st):
+        if onset <= ts < end + 25 * MIN:
+            st["out_discards"] += 60000
+    g.ports([("ib-leaf-9", str(i + 1), n) for i, n in enumerate(nodes)], T0, end + 30 * MIN, 30 * SEC, mods=[disc], src="ufm",
+            speed=400000)
+    g.gpus(nodes, T0, end + 30 * MIN, 30 * SEC, busy={**{n: [(start, end)] for n in ja}, **{n: [(onset - MIN, end + 25 * MIN)] for n in jb}},
+           mods=[idle_after(j, end)])
+    nccl_timeouts(g, j, stop + 600 * SEC, [0, 9, 17, 26], seq=5858)
+    return Scenario("ib_congestion_xmit_wait", ib_congestion_xmit_wait.__doc__, g.events,
+                    [Expect(j.id, 0, "network_congestion", "segment:ib-leaf-9", j, failure_ts={end, j.last_progress()})],
+                    [(jn.id, 0)], g)
 
 
 def build(name: str) -> Scenario:
