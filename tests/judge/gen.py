@@ -3295,6 +3295,102 @@ def ib_congestion_xmit_wait():
                     [(jn.id, 0)], g)
 
 
+
+@scenario
+def mixed_fleet_day():
+    """A 4-hour fleet of 24 nodes with 7 jobs. A: XID 79 on gpu-mx-05/2 (gpu_hardware). B: later on
+    the SAME nodes after the GPU was reset (samples back), dies of a user error (application: A's XID
+    is outside B's window). C: leaf port facing gpu-mx-14 flaps (network_link) while D, on another
+    leaf, completes. E: preempted (scheduler). F: host OOM on gpu-mx-21. G: healthy, completes."""
+    g = Gen(4242)
+    nodes = [f"gpu-mx-{i:02d}" for i in range(1, 25)]
+    lf = lambda i: f"sw-leaf-m{1 + i // 8}"
+    pt = lambda i: f"Ethernet{4 * (i % 8)}"
+    links = {n: [{"nic": "mlx5_0", "switch": lf(i), "port": pt(i), "segment": lf(i)[3:]}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"}])
+    N = lambda *ix: [nodes[i - 1] for i in ix]
+    busy: dict = {}
+
+    def use(jn, a, b):
+        for n in jn:
+            busy.setdefault(n, []).append((a, b))
+    exp, healthy = [], []
+    # A
+    a_n = N(5, 6, 7, 8)
+    a_s, a_f = T0 + 5 * MIN, T0 + 55 * MIN
+    a_e = a_f + 10 * MIN + 20 * SEC
+    ja = g.job("9000001", a_n, start=a_s, end=a_e, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=a_f, user="ua")
+    g.xid(N(5)[0], a_f, 2, 79, "GPU has fallen off the bus.", pid=101)
+    nccl_timeouts(g, ja, a_f + 600 * SEC, [8, 16, 24], seq=11)
+    use(a_n, a_s, a_e)
+    exp.append(Expect(ja.id, 0, "gpu_hardware", f"gpu:{N(5)[0]}/2", ja, failure_ts={a_e, ja.last_progress()}))
+    # B on the same nodes after a reset at a_e + 20 min
+    b_s = a_e + 30 * MIN
+    jb, b_e = _app_job(g, "9000002", a_n, b_s, b_s + 50 * MIN,
+                       "Traceback (most recent call last):\n  File \"/app/run.py\", line 5, in <module>\n    main()\n"
+                       "RuntimeError: Error(s) in loading state_dict for GPT: Missing key(s) in state_dict: \"lm_head.weight\".",
+                       rank=0, ckpt_every=20 * MIN, user="ub")
+    use(a_n, b_s, b_e)
+    exp.append(Expect(jb.id, 0, "application", f"job:{jb.id}", jb, failure_ts={b_e, jb.last_progress()}))
+    # C flap on the port facing gpu-mx-14
+    c_n = N(13, 14, 15, 16)
+    c_s, c_on = T0 + 20 * MIN, T0 + 100 * MIN
+    c_e = c_on + 11 * MIN
+    jc = g.job("9000003", c_n, start=c_s, end=c_e, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=c_on + 20 * SEC, user="uc")
+    fi = nodes.index("gpu-mx-14")
+    for k in range(3):
+        g.link(lf(fi), pt(fi), "gpu-mx-14", c_on + k * 80 * SEC, "down")
+        g.link(lf(fi), pt(fi), "gpu-mx-14", c_on + k * 80 * SEC + 15 * SEC, "up")
+    g.log(jc, c_on + 30 * SEC, "gpu-mx-13:5001:5400 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+          "10.8.1.14<43001> with status=12 opcode=0 len=0 vendor err 129 (Recv)", rank=1)
+    nccl_timeouts(g, jc, c_on + 600 * SEC, [0, 9], seq=33)
+    use(c_n, c_s, c_e)
+    exp.append(Expect(jc.id, 0, "network_link", f"port:{lf(fi)}/{pt(fi)}", jc, failure_ts={c_e, jc.last_progress()}))
+    # D healthy on leaf 1
+    d_n = N(1, 2, 3, 4)
+    jd = g.job("9000004", d_n, start=T0 + 10 * MIN, end=T0 + 200 * MIN, state="completed", exit_code=0, ckpt_every=30 * MIN, user="ud")
+    use(d_n, T0 + 10 * MIN, T0 + 200 * MIN)
+    healthy.append((jd.id, 0))
+    # E preempted
+    e_n = N(17, 18)
+    je = g.job("9000005", e_n, start=T0 + 30 * MIN, end=T0 + 130 * MIN, state="preempted", signal=15,
+               reason="Preempted by job 9000099 (QOS high)", ckpt_every=30 * MIN, user="ue")
+    use(e_n, T0 + 30 * MIN, T0 + 130 * MIN)
+    exp.append(Expect(je.id, 0, "scheduler", f"job:{je.id}", je, failure_ts={T0 + 130 * MIN, je.last_progress()}))
+    # F host OOM on gpu-mx-21
+    f_n = N(21, 22)
+    f_s, f_f = T0 + 40 * MIN, T0 + 150 * MIN
+    f_e = f_f + 20 * SEC
+    jf = g.job("9000006", f_n, start=f_s, end=f_e, state="out_of_memory", signal=9, ckpt_every=30 * MIN, stop_at=f_f, user="uf",
+               reason="OutOfMemory")
+    g.log(jf, f_f, "Out of memory: Killed process 7001 (python) total-vm:500123456kB, anon-rss:480123456kB, file-rss:0kB, "
+          "shmem-rss:0kB, UID:9001 pgtables:900000kB oom_score_adj:0", stream="kernel", node="gpu-mx-21")
+    use(f_n, f_s, f_e)
+    exp.append(Expect(jf.id, 0, "host_oom", "node:gpu-mx-21", jf, failure_ts={f_e, jf.last_progress()}))
+    # G healthy
+    g_n = N(23, 24)
+    jg = g.job("9000007", g_n, start=T0 + 60 * MIN, end=T0 + 220 * MIN, state="completed", exit_code=0, ckpt_every=30 * MIN, user="ug")
+    use(g_n, T0 + 60 * MIN, T0 + 220 * MIN)
+    healthy.append((jg.id, 0))
+    # telemetry: GPU 2 of gpu-mx-05 silent from A's fault until a reset 20 min after A ended
+    reset = a_e + 20 * MIN
+
+    def gone(node, gpu, ts, d, st):
+        if node == "gpu-mx-05" and gpu == 2 and a_f <= ts < reset:
+            return False
+    g.gpus(nodes, T0, T0 + 240 * MIN, 30 * SEC, busy=busy, mods=[gone])
+    g.bmc(nodes, T0, T0 + 240 * MIN, 120 * SEC)
+
+    def pm(dev, port, ts, d, st):
+        if (dev, port) == (lf(fi), pt(fi)) and ts >= c_on - 3 * MIN:
+            st["in_errors"] += 1500
+            if any(c_on + k * 80 * SEC <= ts < c_on + k * 80 * SEC + 15 * SEC for k in range(3)):
+                d["oper_status"] = "down"
+    g.ports([(lf(i), pt(i), n) for i, n in enumerate(nodes)], T0, T0 + 240 * MIN, 60 * SEC, mods=[pm])
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, T0 + 240 * MIN, 60 * SEC)
+    return Scenario("mixed_fleet_day", mixed_fleet_day.__doc__, g.events, exp, healthy, g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
