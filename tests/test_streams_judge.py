@@ -24,6 +24,9 @@ import gen  # noqa: E402
 
 FAULTLINE = str(Path(sys.executable).parent / "faultline")
 
+# ~95 scenarios generated and diagnosed in subprocesses: 2-4 min on the shared 2-core machine
+pytestmark = pytest.mark.slow
+
 # (scenario, aspect) -> what the engine gets wrong.  aspect: cause | checkpoint | loss | none_extra
 KNOWN: dict[tuple[str, str], str] = {
     ("driver_xid31_before_crash", "cause"): "XID 31 before the CUDA illegal-address error, no hardware sign: engine says "
