@@ -29,8 +29,6 @@ pytestmark = pytest.mark.slow
 
 # (scenario, aspect) -> what the engine gets wrong.  aspect: cause | checkpoint | loss | none_extra
 KNOWN: dict[tuple[str, str], str] = {
-    ("driver_xid31_before_crash", "cause"): "XID 31 before the CUDA illegal-address error, no hardware sign: engine says "
-                                            "application; contract wording says driver_software (debatable)",
     ("gpu_xid79_kernel_log_only", "cause"): "XID 79 only as a kernel runtime.log line with a PCI bus id: component is "
                                             "gpu:<node>/<bus id>, not GPU 3's index (the GPU whose samples stop)",
     ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
