@@ -3416,6 +3416,88 @@ def mixed_fleet_day():
     return Scenario("mixed_fleet_day", mixed_fleet_day.__doc__, g.events, exp, healthy, g)
 
 
+
+@scenario
+def collective_desync_user_bug():
+    """User code calls an extra all_reduce under `if rank == 0`: ranks hang in DIFFERENT collectives
+    (rank 0 in ALLREDUCE SeqNum 9121, the others in BROADCAST 9120) and all hit the watchdog; with
+    TORCH_DISTRIBUTED_DEBUG=DETAIL the mismatch is printed. Every layer clean. Not infrastructure."""
+    g = Gen(1610)
+    nodes = [f"gpu-ds-{i:02d}" for i in range(1, 3)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2500", "port": f"Ethernet{4 * i}", "segment": "leaf-2500"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    stop = start + 33 * MIN
+    end = stop + 10 * MIN + 15 * SEC
+    j = g.job("pytorchjob-desync-77", nodes, start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+              ckpt_every=15 * MIN, stop_at=stop)
+    t = stop + 600 * SEC
+    g.log(j, t, watchdog_lines(0, t, 9121, op="ALLREDUCE", numel=1), rank=0)
+    for r in (3, 8, 12):
+        g.log(j, t + 40 + r, watchdog_lines(r, t + 40 + r, 9120, op="BROADCAST", numel=4096), rank=r)
+    g.log(j, t + 200, "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+          "CollectiveFingerPrint(SequenceNumber=9121, OpType=ALLREDUCE, TensorShape=[1], TensorDtypes=Float), but Rank 1 is "
+          "running collective: CollectiveFingerPrint(SequenceNumber=9120, OpType=BROADCAST, TensorShape=[4096]).", rank=0)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    g.bmc(nodes, T0, end + 10 * MIN, 60 * SEC)
+    g.ports([("sw-leaf-2500", f"Ethernet{4 * i}", n) for i, n in enumerate(nodes)], T0, end + 10 * MIN, 30 * SEC)
+    g.rdma(nodes, T0, end + 10 * MIN, 30 * SEC, hcas=("mlx5_0",))
+    g.storage(nodes, "/mnt/weka", "wekafs", T0, end + 10 * MIN, 30 * SEC)
+    return Scenario("collective_desync_user_bug", collective_desync_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, {"application", "unknown"}, None, j, failure_ts={end, j.last_progress()},
+                            note="application (the mismatch message) best; unknown tolerable; never an infrastructure layer")], [], g)
+
+
+@scenario
+def ckpt_unpicklable_user_bug():
+    """The checkpoint write fails because the user put a lock in the state dict: torch.save raises
+    'TypeError: cannot pickle '_thread.lock' object' (checkpoint phase failed with that error). The
+    storage is healthy (latency normal, 40 % used). Application, not storage."""
+    g = Gen(1611)
+    nodes = ["node1901.cluster.local", "node1902.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-190", "port": str(i + 1), "segment": "ib-leaf-190"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/gpfs/work", "backend": "gpfs", "server": "ess01"}])
+    start = T0 + 2 * MIN
+    ck_every = 20 * MIN
+    fail_ts = start + 150 * SEC + 2 * ck_every
+    end = fail_ts + 30 * SEC
+    probe = Gen(1)
+    pj = probe.job("x", nodes, start=start, end=end, state="failed", ckpt_every=ck_every, stop_at=fail_ts + 1, ckpt_dur=10 * SEC)
+    fstep = [c for c in pj.ckpts if c[1] == "started"][1][2]
+    err = "TypeError: cannot pickle '_thread.lock' object"
+    j = g.job("8400001", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=ck_every, ckpt_dur=10 * SEC,
+              ckpt_dir="/gpfs/work/x/ckpt", ckpt_fail={fstep: err}, stop_at=fail_ts + 1, user="pickle", reason="NonZeroExitCode")
+    g.log(j, fail_ts + 9 * SEC, "Traceback (most recent call last):\n  File \"/home/x/train.py\", line 250, in save\n"
+          "    torch.save({'model': model.state_dict(), 'sampler': self.sampler}, path)\n"
+          '  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 652, in save\n'
+          "    _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)\n" + err, rank=0)
+    g.storage(nodes, "/gpfs/work", "gpfs", T0, end + 10 * MIN, 30 * SEC, used=40.0)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("ckpt_unpicklable_user_bug", ckpt_unpicklable_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+
+@scenario
+def xid79_after_user_crash():
+    """The job dies of a user IndexError at T; 90 s later (while the node is being cleaned up) GPU 4
+    of a job node falls off the bus. Whatever happened to the GPU afterwards did not stop this job."""
+    g = Gen(1612)
+    nodes = ["gpu-after-01", "gpu-after-02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2600", "port": f"Ethernet{4 * i}", "segment": "leaf-2600"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 52 * MIN
+    j, end = _app_job(g, "pytorchjob-after-crash-3", nodes, start, fault,
+                      "Traceback (most recent call last):\n  File \"/app/collate.py\", line 44, in collate\n    lens[i] = len(b[3])\n"
+                      "IndexError: tuple index out of range", rank=12, src="training-operator@kube-ctl", ckpt_every=20 * MIN)
+    g.xid(nodes[1], fault + 90 * SEC, 4, 79, "GPU has fallen off the bus.", pid=None)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[idle_after(j, end), stop_after(nodes[1], fault + 90 * SEC, 4)])
+    return Scenario("xid79_after_user_crash", xid79_after_user_crash.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
