@@ -28,7 +28,7 @@ from msgspec import Struct
 
 from ..schemas.outputs import Affected, Cause, Checkpoint, EvidenceItem, Incident, Retry
 from .detectors.job import AttemptRecord
-from .join import View
+from .join import FABRIC_LINK, View
 from .signals import Signal
 from .xid import lookup as xid_lookup
 
@@ -70,6 +70,8 @@ class CorrelateConfig(Struct, frozen=True, kw_only=True):
     decay_ms: int = 3_600_000           # age over which an old signal loses 40 % weight
     change_window_ms: int = 7 * 86_400_000  # a version change this recent can be blamed
     change_recent_ms: int = 86_400_000      # ... with full weight when this recent
+    fabric_window_ms: int = 15 * 60_000     # an inter-switch port fault this close before the failure can explain it
+    fabric_tie_ms: int = 5 * 60_000         # ... when the job reports transport errors this soon after it
     explain_min: float = 0.35           # infrastructure weight that vetoes `application`
     max_evidence: int = 40
 
@@ -290,9 +292,22 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         # (an earlier attempt's logs on other nodes are that attempt's story)
         if start - cfg.post_grace_ms <= s.ts <= cutoff and s.id not in uniq and (s.node is None or not nodes or s.node in nodes):
             uniq[s.id] = s
+    job_ports = {(l.switch, l.port) for n in rec.nodes for l in view.links.get(n, ())}
+    facing: set[tuple[str, str]] | None = None
     for s in resource_signals:
-        if t0 <= s.ts <= cutoff and s.id not in uniq:
-            uniq[s.id] = s
+        if not (t0 <= s.ts <= cutoff) or s.id in uniq:
+            continue
+        if s.node is None and s.kind in FABRIC_LINK and s.subject.startswith("port:"):
+            dev, port = s.data.get("device"), s.data.get("port")
+            if (dev, port) not in job_ports:
+                # a switch port off the job's own links: another node's port (not the job's), or an
+                # inter-switch port its cross-switch traffic may use, counted near the failure only
+                if facing is None:
+                    facing = view.node_facing_ports()
+                if (dev, port) in facing or not (failure_ts - cfg.fabric_window_ms <= s.ts <= failure_ts + cfg.post_grace_ms):
+                    continue
+                s = msgspec.structs.replace(s, data={**s.data, "fabric": True})
+        uniq[s.id] = s
     sigs = sorted(uniq.values(), key=lambda s: (s.ts, s.id))
     job_sigs = [s for s in sigs if s.subject.startswith("job:") or s.kind == "container_oom"]
     stalled_for = (cutoff - failure_ts) if stalled else None
@@ -326,7 +341,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     if state == "node_fail":
         dead_nodes |= {s.data.get("failed_node") for s in job_sigs if s.data.get("failed_node")}
 
-    net_symptom = any(s.data.get("signature") in ("nccl_remote_error", "connection_reset") for s in job_sigs)
+    net_err_ts = [s.ts for s in job_sigs if s.data.get("signature") in ("nccl_remote_error", "connection_reset")]
+    net_symptom = bool(net_err_ts)
     # the job itself says it was left waiting on something outside its code (a collective that
     # never completed, a peer gone, an I/O that hung): not a silent exit of its own
     waited = stalled or any(s.data.get("signature") in WAIT_SIGNATURES for s in job_sigs)
@@ -377,6 +393,11 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 score *= 1.0 - 0.4 * min(1.0, age / cfg.decay_ms)
         if sym_cat is not None and cat == sym_cat:
             score = min(0.99, score + 0.1)
+        if s.data.get("fabric"):
+            # an inter-switch port: on the job's path only by inference; only the job's own report
+            # of transport errors within minutes after the port's fault ties it to this failure
+            tied = any(0 <= t - s.ts <= cfg.fabric_tie_ms for t in net_err_ts)
+            score *= 0.6 if tied else 0.15
         if net_symptom and cat in ("network_link", "network_congestion"):
             score = min(0.99, score + 0.1)  # the job itself reported the fabric failing
         if stalled and (cat in SLOWDOWN_OR_CRASH or (kind == "xid" and s.data.get("app_induced"))):
@@ -438,7 +459,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     user_bugs = [s for s in code_errs if s.data.get("signature") == "python_traceback"
                  and (s.data.get("exception") or "").rsplit(".", 1)[-1] not in LIB_EXCEPTIONS]
     # a concrete fault on the job's path explains the failure better than a change does
-    concrete = max((c.score for c in cands.values() if c.category in CONCRETE), default=0.0)
+    concrete = max((c.score for c in cands.values() if c.category in CONCRETE
+                    and not all(x.data.get("fabric") for x in c.sigs)), default=0.0)
     changes = view.version_changes(rec.nodes, start - cfg.change_window_ms, start + cfg.post_grace_ms)
 
     def recency(ch_ts: int) -> float:

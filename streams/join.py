@@ -23,6 +23,10 @@ from .signals import Signal
 # kinds whose scope is the whole backend / segment rather than the node that saw it
 BACKEND_WIDE = frozenset({"storage_slow", "storage_full", "mount_full"})
 CONGESTION = frozenset({"rdma_congestion", "port_discards"})
+# link faults of a switch-keyed port: also filed under FABRIC_KEY, so a job can see an
+# inter-switch (spine) port its traffic may cross; correlation keeps only those (see correlate)
+FABRIC_LINK = frozenset({"port_down", "port_flap", "port_errors"})
+FABRIC_KEY = "fabric:*"
 
 
 class Link(Struct, array_like=True, frozen=True):
@@ -122,6 +126,10 @@ class View(Struct, kw_only=True):
                 return f"{l.switch}/{l.port}"
         return None
 
+    def node_facing_ports(self) -> set[tuple[str, str]]:
+        """(switch, port) of every link in the topology (the ports that face a node)."""
+        return {(l.switch, l.port) for ls in self.links.values() for l in ls}
+
     def port_segment(self, device: str, port: str) -> str | None:
         for ls in self.links.values():
             for l in ls:
@@ -159,6 +167,8 @@ class View(Struct, kw_only=True):
                 paths.add(m.path)
         for p in sorted(paths):
             keys.append(f"path:{p}")
+        if len({l.switch for n in nodes for l in self.links.get(n, ())}) > 1:
+            keys.append(FABRIC_KEY)  # the job's traffic crosses switches: inter-switch ports matter
         cong: list[str] = []
         if segs:
             for n, ls in self.links.items():
@@ -223,6 +233,8 @@ def index_keys(sig: Signal) -> list[str]:
     s = sig.subject
     if s.startswith("port:"):
         keys.append(s if not sig.node else f"port:{sig.data.get('device')}@{sig.node}")
+        if not sig.node and sig.kind in FABRIC_LINK:
+            keys.append(FABRIC_KEY)
     elif s.startswith("path:") and sig.kind in BACKEND_WIDE:
         keys.append(s)
     elif s.startswith("segment:"):
