@@ -1329,3 +1329,35 @@ def jax_resource_exhausted_oom():
     _clean(s, nodes, "j-leaf", -5 * MIN, 9 * MIN)
     return s.arrival(), [Expect("jx-1", category="gpu_oom", component="gpu:tpu-less-gpu-1/3", ckpt_step=None,
                                 ruled_out={"net", "hw", "storage"}, lost_gpu_hours=_gh(8, 7 * MIN))]
+
+
+@scenario
+def spine_uplink_flap_under_a_cross_leaf_job():
+    """A leaf-to-spine uplink (an inter-switch port: no node behind it, so not in any node's
+    topology) flaps; a job whose nodes sit on two leaves gets IB transport errors and dies.
+    A second job inside one leaf, on the same minutes, dies of a user bug: its traffic never
+    crosses the spine, so the flap is not its cause."""
+    s = Story("spineflap")
+    left, right = ["sp-l1", "sp-l2"], ["sp-r1", "sp-r2"]
+    for i, n in enumerate(left + right):
+        leaf = "leaf-L" if n in left else "leaf-R"
+        s.attach(n, [("mlx5_0", leaf, f"{i % 2 + 1}", "pod-sp")], [])
+        s.stack(n, driver="550.54.15")
+    a = s.run("sp-1", 0, [left[0], right[0]], 8, 0, 31 * MIN, "failed", exit_code=1)
+    s.heartbeat(a, 30 * SEC, 29 * MIN, 30 * SEC, ranks="zero")
+    b = s.run("sp-2", 0, [left[1]], 8, 0, 30 * MIN + 30 * SEC, "failed", exit_code=1)
+    s.heartbeat(b, 30 * SEC, 29 * MIN, 30 * SEC, ranks="zero")
+    for t in (29 * MIN + 10 * SEC, 29 * MIN + 40 * SEC, 30 * MIN + 5 * SEC):
+        s.link("leaf-L", "uplink-49", t, "down")
+        s.link("leaf-L", "uplink-49", t + 8 * SEC, "up")
+    for r in (3, 9, 12):
+        s.say(a, 30 * MIN + 20 * SEC + r * 100, "NCCL WARN NET/IB : Got completion from peer 10.1.0.%d<33012> with status=12 "
+              "opcode=0 len=0 vendor err 129 (Recv)" % r, rank=r)
+    s.say(b, 30 * MIN + 10 * SEC, traceback("KeyError: 'pixel_values'"), rank=0)
+    for i, n in enumerate(left + right):
+        s.gpus(n, 8, -5 * MIN, 33 * MIN, 30 * SEC)
+        s.switch_port("leaf-L" if n in left else "leaf-R", f"{i % 2 + 1}", -5 * MIN, 33 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("sp-1", category="network_link", component="port:leaf-L/uplink-49", ruled_out={"gpu"},
+                                not_ruled_out={"net"}, ckpt_step=None, lost_gpu_hours=_gh(16, 31 * MIN)),
+                         Expect("sp-2", category="application", component="job:sp-2", ruled_out={"gpu", "net"},
+                                ckpt_step=None, lost_gpu_hours=_gh(8, 30 * MIN + 30 * SEC))]
