@@ -36,6 +36,8 @@ KNOWN: dict[tuple[str, str], str] = {
     ("change_driver_rollout", "shape"): "change_regression incident cites no inventory event: the change (before the "
                                         "job's window) is named in the summary but not on the evidence timeline",
     ("change_image_regression", "shape"): "same: the announced image change is not in the incident's evidence",
+    ("importerror_same_image_no_change", "cause"): "packaging rule over-reaches: a user ModuleNotFoundError on an image two "
+                                                   "jobs just ran cleanly (no change) is called change_regression on that image",
     ("filenotfound_mount_missing", "cause"): "a mount reported 'missing' before the job started (and never back) is not "
                                              "used: the rank's FileNotFoundError on it is called application",
 }

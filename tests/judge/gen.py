@@ -3498,6 +3498,36 @@ def xid79_after_user_crash():
                     [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+@scenario
+def importerror_same_image_no_change():
+    """Image :v41 ran two jobs to completion; a third job on the SAME :v41 dies at start with
+    'ModuleNotFoundError: No module named 'proj.utils'' (the user's own package path). No version
+    change happened: application."""
+    g = Gen(1404)
+    nodes = [f"gpu-im-{i:02d}" for i in range(1, 7)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2700", "port": f"Ethernet{4 * i}", "segment": "leaf-2700"}] for i, n in enumerate(nodes)}
+    img = "ghcr.io/acme/trainer:v41"
+    std_inventory(g, nodes, T0 - HOUR, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}],
+                  versions={"driver": "550.90.07", "image": img})
+    ok1 = g.job("pytorchjob-im-ok-1", nodes[0:2], start=T0, end=T0 + 60 * MIN, state="completed", exit_code=0, image=img,
+                src="training-operator@kube-ctl", ckpt_every=30 * MIN)
+    ok2 = g.job("pytorchjob-im-ok-2", nodes[2:4], start=T0 + 10 * MIN, end=T0 + 70 * MIN, state="completed", exit_code=0,
+                image=img, src="training-operator@kube-ctl", ckpt_every=30 * MIN)
+    s3 = T0 + 80 * MIN
+    e3 = s3 + 90 * SEC
+    j = g.job("pytorchjob-im-bad-3", nodes[4:6], start=s3, end=e3, state="failed", exit_code=1, image=img, init=60 * SEC,
+              src="training-operator@kube-ctl", user="newbie", reason="BackoffLimitExceeded")
+    g.log(j, e3 - 20 * SEC, "Traceback (most recent call last):\n  File \"/workspace/proj/train.py\", line 4, in <module>\n"
+          "    from proj.utils import set_seed\nModuleNotFoundError: No module named 'proj.utils'", rank=0)
+    g.gpus(nodes, T0, T0 + 100 * MIN, 60 * SEC, busy={**{n: [(T0, T0 + 60 * MIN)] for n in nodes[0:2]},
+                                                      **{n: [(T0 + 10 * MIN, T0 + 70 * MIN)] for n in nodes[2:4]},
+                                                      **{n: [(s3, e3)] for n in nodes[4:6]}})
+    return Scenario("importerror_same_image_no_change", importerror_same_image_no_change.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, ckpt_step=None, failure_ts={e3, j.last_progress()} - {None})],
+                    [(ok1.id, 0), (ok2.id, 0)], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
