@@ -142,7 +142,7 @@ async def measure(settings, *, rate: float, seconds: float, faults: int, alerts_
     counter = [0]
 
     async def read() -> None:
-        while not stop.is_set() or len(lat) < len(sent):
+        while not stop.is_set() or sent:        # until every fault is answered (or the deadline)
             batch = await consumer.getmany(timeout_ms=100)
             now = time.monotonic()
             for recs in batch.values():
