@@ -39,7 +39,7 @@ _JOB_KINDS = frozenset({"sched.job", "runtime.log", "runtime.progress", "runtime
 _INV_KINDS = frozenset({"inventory.topology", "inventory.versions", "inventory.change"})
 # signal kinds that raise an alert before a job dies
 _ALERT_KINDS = frozenset({
-    "xid", "ecc_dbe", "ecc_sbe_burst", "nvlink_errors", "remap_pending", "retired_pages", "thermal_throttle",
+    "xid", "gpu_lost", "ecc_dbe", "ecc_sbe_burst", "nvlink_errors", "remap_pending", "retired_pages", "thermal_throttle",
     "gpu_mem_high", "bmc_sensor", "bmc_sel", "port_down", "port_flap", "port_errors", "rdma_link_downed",
     "rdma_link_errors", "rdma_congestion", "storage_slow", "storage_full", "mount_stale", "mount_missing",
     "mount_readonly", "mount_full", "node_down", "container_oom", "checkpoint_failed", "straggler", "stall",

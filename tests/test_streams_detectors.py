@@ -250,3 +250,20 @@ def test_retry_resumes_from_the_earlier_attempts_checkpoint():
     a1 = js.attempts[1]
     assert not a1.ckpts and a1.last_checkpoint(50_000).step == 7   # what attempt 1 resumed from
     assert js.attempts[0].last_checkpoint(30_000).step == 7
+
+
+def test_gpu_lost_when_one_gpu_goes_silent():
+    """GPU 3 stops reporting while GPU 0 goes on: one gpu_lost for GPU 3, citing its last
+    sample; a node whose GPUs all stop together raises nothing; a GPU that comes back re-arms."""
+    def s(ts, g):
+        return gs(ts, gpu=g)
+
+    evs = [s(t, g) for t in range(0, 60_000, 10_000) for g in (0, 3)]      # both report
+    last3 = evs[-1]
+    evs += [s(t, 0) for t in range(60_000, 200_000, 10_000)]                # then only GPU 0
+    out = [x for x in run_node(evs) if x.kind == "gpu_lost"]
+    assert len(out) == 1 and out[0].component == "gpu:n1/3" and out[0].category == "gpu_hardware"
+    assert out[0].evidence == [last3.id] and out[0].data["last_ts"] == 50_000
+    # every GPU silent at once (the node went down): nothing to blame on one GPU
+    quiet = [s(t, g) for t in range(0, 60_000, 10_000) for g in (0, 3)] + [s(400_000, 0), s(400_000, 3)]
+    assert [x for x in run_node(quiet) if x.kind == "gpu_lost"] == []

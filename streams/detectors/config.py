@@ -15,6 +15,8 @@ class DetectorConfig(Struct, frozen=True, kw_only=True):
     util_idle_pct: float = 10.0        # ... and "collapsed" below this
     util_collapse_samples: int = 3
     mem_high_ratio: float = 0.97
+    gpu_lost_factor: float = 4.0       # a GPU silent this many x its own sample interval ...
+    gpu_lost_min_ms: int = 60_000      # ... and at least this long, while its node's other GPUs report
     # network
     flap_window_ms: int = 600_000
     flap_count: int = 3                # down transitions in the window = flap

@@ -30,6 +30,9 @@ class GpuState(Struct, kw_only=True):
     low_n: int = 0
     util_fired: bool = False
     mem_fired: bool = False
+    iv: float = 0.0                # EWMA of this GPU's sample interval (ms)
+    last_id: str = ""              # its last sample's event id
+    lost_fired: bool = False
 
 
 #: cumulative counters: (data field, state field, signal kind, DetectorConfig threshold field
@@ -127,7 +130,36 @@ def on_sample(st: GpuState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
                                 category="gpu_oom", component=subj, score=0.3, data={"used_mib": mu, "total_mib": mt}))
         else:
             st.mem_fired = False
-    st.ts = ev.ts
+    t = ev.ts
+    if st.ts:
+        gap = t - st.ts
+        if gap > 0 and (st.iv <= 0 or gap < 4 * st.iv):   # a silence does not teach the interval
+            st.iv = gap if st.iv <= 0 else st.iv + 0.2 * (gap - st.iv)
+    st.ts = t
+    st.last_id = ev.id
+    st.lost_fired = False
+
+
+def scan_lost(gpus: dict[int, GpuState], ev, cfg: DetectorConfig, out: list[Signal]) -> None:
+    """GPUs whose samples stopped while their node's other GPUs keep reporting (``ev`` is a
+    sample of one of those): what NVML/DCGM shows when a GPU falls off the bus or is lost
+    to the driver. A node that goes quiet as a whole is not this (every GPU stops at once)."""
+    if len(gpus) < 2:
+        return
+    t = ev.ts
+    node = ev.node
+    for idx, g in gpus.items():
+        if g.lost_fired or g.iv <= 0 or not g.ts:
+            continue
+        silent = t - g.ts
+        if silent > max(cfg.gpu_lost_min_ms, cfg.gpu_lost_factor * g.iv):
+            g.lost_fired = True
+            subj = f"gpu:{node}/{idx}"
+            out.append(make("gpu_lost", subj, ev, "gpu", "warning",
+                            f"GPU {node}/{idx}: no samples for {silent // 1000} s while the node's other GPUs report "
+                            "(lost to the driver / off the bus?)",
+                            category="gpu_hardware", component=subj, score=0.3, evidence=[g.last_id or ev.id],
+                            data={"gpu": idx, "last_ts": g.ts, "silent_ms": silent}))
 
 
 def on_xid(ev, out: list[Signal]) -> None:

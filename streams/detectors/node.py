@@ -21,6 +21,7 @@ class NodeState(Struct, kw_only=True):
     mounts: dict[str, storage.MountState] = {}
     sched_state: str = ""
     cover: dict[str, list[int]] = {}      # layer -> [first ts, last ts] of telemetry seen (for ruled_out)
+    gpu_scan: int = 0                     # last look for GPUs gone silent
 
 
 def feed_node(st: NodeState, ev, cfg: DetectorConfig, out: list[Signal], kind: str | None = None) -> None:
@@ -41,7 +42,12 @@ def feed_node(st: NodeState, ev, cfg: DetectorConfig, out: list[Signal], kind: s
         s = st.gpus.get(g)
         if s is None:
             s = st.gpus[g] = gpu.GpuState()
+        prev = s.ts
         gpu.on_sample(s, ev, cfg, out)
+        # look for silent GPUs now and then, on a sample of a GPU that itself kept reporting
+        if ts - st.gpu_scan >= 15_000 and prev and ts - prev <= max(cfg.gpu_lost_min_ms, cfg.gpu_lost_factor * s.iv):
+            st.gpu_scan = ts
+            gpu.scan_lost(st.gpus, ev, cfg, out)
     elif k == "gpu.xid":
         gpu.on_xid(ev, out)
     elif k == "net.port" or k == "net.link":
