@@ -28,19 +28,7 @@ FAULTLINE = str(Path(sys.executable).parent / "faultline")
 pytestmark = pytest.mark.slow
 
 # (scenario, aspect) -> what the engine gets wrong.  aspect: cause | checkpoint | loss | none_extra
-KNOWN: dict[tuple[str, str], str] = {
-    ("gpu_xid79_kernel_log_only", "cause"): "XID 79 only as a kernel runtime.log line with a PCI bus id: component is "
-                                            "gpu:<node>/<bus id>, not GPU 3's index (the GPU whose samples stop)",
-    ("gpu_xid79_gpu_null_pci_only", "cause"): "gpu.xid with gpu=null: component is gpu:<node>/<pci bus id>, not the "
-                                              "contract's gpu:<node>/<index>",
-    ("change_driver_rollout", "shape"): "change_regression incident cites no inventory event: the change (before the "
-                                        "job's window) is named in the summary but not on the evidence timeline",
-    ("change_image_regression", "shape"): "same: the announced image change is not in the incident's evidence",
-    ("importerror_same_image_no_change", "cause"): "packaging rule over-reaches: a user ModuleNotFoundError on an image two "
-                                                   "jobs just ran cleanly (no change) is called change_regression on that image",
-    ("filenotfound_mount_missing", "cause"): "a mount reported 'missing' before the job started (and never back) is not "
-                                             "used: the rank's FileNotFoundError on it is called application",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 _cache: dict[str, tuple] = {}
 
