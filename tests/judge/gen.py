@@ -3528,6 +3528,54 @@ def importerror_same_image_no_change():
                     [(ok1.id, 0), (ok2.id, 0)], g)
 
 
+
+@scenario
+def xid79_kernel_line_whole_node_silent():
+    """XID 79 known only from the kernel line (bus 4e = GPU 3 on this board), and at the same moment
+    the node agent dies: ALL 8 GPUs' samples stop. Which index fell off cannot be read from the
+    telemetry; the bus id (or GPU 3) is fine, any other index is wrong."""
+    g = Gen(7907)
+    nodes = ["gpu-sil-01", "gpu-sil-02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2800", "port": f"Ethernet{4 * i}", "segment": "leaf-2800"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 37 * MIN
+    end = fault + 10 * MIN + 30 * SEC
+    j = g.job("pytorchjob-silent-node-1", nodes, start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+              ckpt_every=15 * MIN, stop_at=fault)
+    bad = nodes[1]
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[stop_after(bad, fault), idle_after(j, end)])
+    g.log(j, fault, xid_line(3, 79, 6060, "GPU has fallen off the bus."), stream="kernel", node=bad)
+    nccl_timeouts(g, j, fault + 600 * SEC, [0, 3], seq=6060)
+    return Scenario("xid79_kernel_line_whole_node_silent", xid79_kernel_line_whole_node_silent.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", {f"gpu:{bad}/3", f"gpu:{bad}/0000:4e:00", f"gpu:{bad}/00000000:4E:00.0"}, j,
+                            failure_ts={end, j.last_progress()})], [], g)
+
+
+@scenario
+def mount_missing_then_fixed_typo():
+    """/data/shared was reported missing 40 min before the job, then ok again 25 min before it (the
+    automount was fixed). The job dies of a FileNotFoundError from a typo in the user's path under it.
+    The later 'ok' state wins: application."""
+    g = Gen(7012)
+    nodes = ["node2001.cluster.local", "node2002.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-200", "port": str(i + 1), "segment": "ib-leaf-200"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - HOUR, links=links, storage=[{"path": "/data/shared", "backend": "nfs", "server": "nas-data"}])
+    start = T0 + 2 * MIN
+    g.mount(nodes[1], start - 40 * MIN, "/data/shared", "missing", "autofs: mount of nas-data:/export/shared failed")
+    g.mount(nodes[1], start - 25 * MIN, "/data/shared", "ok")
+    j, end = _app_job(g, "8500001", nodes, start, start + 31 * MIN,
+                      "Traceback (most recent call last):\n  File \"/opt/job/eval.py\", line 12, in <module>\n"
+                      "    open('/data/shared/evals/hellaswag_vall.jsonl')\n"
+                      "FileNotFoundError: [Errno 2] No such file or directory: '/data/shared/evals/hellaswag_vall.jsonl'",
+                      rank=8, ckpt_every=15 * MIN, user="typo", reason="NonZeroExitCode")
+    g.storage(nodes, "/data/shared", "nfs4", start - 24 * MIN, end + 10 * MIN, 60 * SEC)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("mount_missing_then_fixed_typo", mount_missing_then_fixed_typo.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
