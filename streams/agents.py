@@ -59,9 +59,11 @@ BATCH = 2000
 NODE_BATCH = 5000
 NODE_BUFFER = 50_000   # node records queued for the node task at most (then fetching waits)
 WITHIN_S = 0.02
-#: the node task waits up to this long to fill a batch: fewer, bigger batches (one changelog
-#: write per node key and batch) for at most this much added alert latency
+#: under load (the previous batch had NODE_BUSY records or more) the node task waits up to
+#: NODE_WITHIN_S to fill a batch: fewer, bigger batches (one changelog write per node key
+#: and batch) for at most that much added alert latency; otherwise WITHIN_S
 NODE_WITHIN_S = 0.1
+NODE_BUSY = 100
 TICK_S = 1.0
 STATS_S = float(os.environ.get("FAULTLINE_WORKER_STATS_S", "30"))
 
@@ -304,8 +306,10 @@ def install(app: faust.App, settings: Settings) -> None:
     @app.task
     async def node_events() -> None:
         consumer = app.consumer
+        within = WITHIN_S
         while not app.should_stop:
-            batch = await node_feed.take(NODE_BATCH, NODE_WITHIN_S)
+            batch = await node_feed.take(NODE_BATCH, within)
+            within = NODE_WITHIN_S if len(batch) >= NODE_BUSY else WITHIN_S
             t0 = time.perf_counter()
             try:
                 await _node_batch(batch)

@@ -109,7 +109,9 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
         web_port=web_port if web_port is not None else settings.web_port,
         web_bind="0.0.0.0",
         datadir=str(datadir or Path(settings.store_path).parent / "faust"),
-        producer_linger=0.005,
+        # one produce request per 20 ms at most (changelog, signals, alerts): at 10k+ events/s
+        # a 5 ms linger made the produce requests' socket writes ~6 % of the worker's CPU
+        producer_linger=0.02,
         # commit offsets once a second (not every 1,000 acks: at 10k+ events/s that is a
         # commit and a producer flush every 100 ms); a restarted worker re-reads at most
         # that second, and the per-key offset fences skip what it had applied
