@@ -3576,6 +3576,25 @@ def mount_missing_then_fixed_typo():
                     [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+@scenario
+def stall_recovers_then_completes():
+    """A blocking evaluation pauses progress for 25 min in the middle of the run (GPUs busy), then
+    training resumes and the job COMPLETES. The contract: a job that completes has no incident."""
+    g = Gen(1903)
+    nodes = [f"gpu-ev-{i:02d}" for i in range(1, 3)]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-2900", "port": f"Ethernet{4 * i}", "segment": "leaf-2900"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    end = start + 120 * MIN
+    j = g.job("pytorchjob-eval-pause-1", nodes, start=start, end=end, state="completed", exit_code=0, src="training-operator@kube-ctl",
+              ckpt_every=30 * MIN)
+    gap0, gap1 = start + 50 * MIN, start + 75 * MIN
+    g.events = [e for e in g.events if not (e["kind"] == "runtime.progress" and gap0 < e["ts"] < gap1)]
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes})
+    return Scenario("stall_recovers_then_completes", stall_recovers_then_completes.__doc__, g.events, [], [(j.id, 0)], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
