@@ -3595,6 +3595,32 @@ def stall_recovers_then_completes():
     return Scenario("stall_recovers_then_completes", stall_recovers_then_completes.__doc__, g.events, [], [(j.id, 0)], g)
 
 
+
+@scenario
+def gpu_oom_rank0_gpu_always_full():
+    """Rank 3 (local GPU 3) raises torch.OutOfMemoryError naming GPU 3. NVML (60 s samples) missed
+    GPU 3's spike, while GPU 0 sits at 99 % memory all run long (rank 0 keeps extra buffers, normal).
+    Message and rank agree on GPU 3; the always-full GPU 0 is not the culprit."""
+    g = Gen(8006)
+    nodes = ["gpu-oz-01", "gpu-oz-02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-3000", "port": f"Ethernet{4 * i}", "segment": "leaf-3000"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}])
+    start = T0 + 2 * MIN
+    fault = start + 47 * MIN + 20 * SEC
+    end = fault + 10 * SEC
+    j = g.job("pytorchjob-oom-rank3-x", nodes[:1], start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+              ckpt_every=15 * MIN, stop_at=fault)
+
+    def full0(node, gpu, ts, d, st):
+        if node == nodes[0] and gpu == 0 and start + 3 * MIN <= ts < end:
+            d["mem_used_mib"] = 81100 + (ts // 1000) % 300
+    g.gpus(nodes, T0, end + 10 * MIN, 60 * SEC, busy={nodes[0]: [(start, end)]}, mods=[full0, idle_after(j, end)])
+    g.log(j, fault, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 3 has a total capacity of 79.15 GiB "
+          "of which 3.11 GiB is free. Including non-PyTorch memory, this process has 76.03 GiB memory in use.", rank=3)
+    return Scenario("gpu_oom_rank0_gpu_always_full", gpu_oom_rank0_gpu_always_full.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_oom", f"gpu:{nodes[0]}/3", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
