@@ -80,6 +80,9 @@ class CorrelateConfig(Struct, frozen=True, kw_only=True):
 _OOM_REASON = re.compile(r"OOMKill|OutOfMemory|out[ _-]of[ _-]memory", re.I)
 
 
+_QPATH_RE = re.compile(r"(/[^'\"\s:]+)")
+
+
 def incident_id(job: str, attempt: int) -> str:
     """Stable: the same job attempt always gives the same id."""
     return "inc-" + hashlib.blake2b(f"{job}|{attempt}".encode(), digest_size=10).hexdigest()
@@ -332,8 +335,26 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     # rarely prints first: the others report the collective it left hanging)
     # an error raised while a checkpoint write was failing is the write's failure, not a code bug
     ck_fails = [s.ts for s in job_sigs if s.kind == "checkpoint_failed"]
+    # an error about a file under a mount that is missing / stale / read-only / full on the job's
+    # nodes is that mount's failure reaching the job, not a code bug
+    bad_mounts = {(s.node, (s.data.get("path") or "").rstrip("/") or "/") for s in sigs
+                  if s.category in ("storage_unavailable", "storage_full") and s.data.get("path")
+                  and not s.subject.startswith("job:")}
+
+    def on_bad_mount(e: Signal) -> bool:
+        if not bad_mounts:
+            return False
+        text = (e.data.get("detail") or "") + " " + (e.data.get("path") or "")
+        for p in _QPATH_RE.findall(text):
+            for n, m in bad_mounts:
+                if (n is None or e.node is None or n == e.node) and (p == m or p.startswith(m + "/") or m == "/"):
+                    return True
+        return False
+    felt_mount = [s for s in app_errs if on_bad_mount(s)]
+    if felt_mount:
+        storage_hit = True
     code_errs = [s for s in app_errs if s.ts <= failure_ts + cfg.post_grace_ms and _is_app_code(s)
-                 and not any(0 <= s.ts - t <= 60_000 for t in ck_fails)]
+                 and not any(0 <= s.ts - t <= 60_000 for t in ck_fails) and s not in felt_mount]
     app_code = bool(code_errs)
     app_node, app_ts = (code_errs[0].node, code_errs[0].ts) if app_code else (None, None)
     # nodes that really went away (the scheduler says so, or the job ended NODE_FAIL)
@@ -452,6 +473,33 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
             c.score = min(0.99, c.score * (1.0 + min(0.1, 0.03 * (len(c.sigs) - 1))))
 
+    # a GPU known only by its bus id: the index of the GPU of that node that went silent right after
+    for key in [k for k in cands if k[0] in ("gpu_hardware", "gpu_nvlink", "driver_software") and k[1].startswith("gpu:")]:
+        c = cands[key]
+        node, _, g = key[1][4:].rpartition("/")
+        if g.isdigit():
+            continue
+        lost = {x.data.get("gpu") for x in sigs if x.kind == "gpu_lost" and x.node == node
+                and c.ts - 60_000 <= x.ts <= c.ts + 15 * 60_000 and x.data.get("gpu") is not None}
+        if len(lost) != 1:
+            continue
+        new = (key[0], f"gpu:{node}/{lost.pop()}")
+        del cands[key]
+        other = cands.get(new)
+        if other is None:
+            c.component = new[1]
+            cands[new] = c
+        else:
+            other.score, other.summary = (c.score, c.summary) if c.score > other.score else (other.score, other.summary)
+            other.ts = min(other.ts, c.ts)
+            other.sigs = c.sigs + other.sigs
+    # a driver/GSP verdict needs "no hardware sign": a hardware fault of the same GPU outranks it
+    for key, c in cands.items():
+        if c.category == "driver_software" and key[1].startswith("gpu:"):
+            hw_c = cands.get(("gpu_hardware", key[1]))
+            if hw_c is not None and hw_c.score >= 0.5:
+                c.score *= 0.5
+
     # ---- version changes: what the job's own errors say a change could have caused
     # a plain bug in user code (KeyError, TypeError...) is not what a driver, library or image
     # upgrade produces; broken packaging (ImportError, undefined symbol) or a driver-level
@@ -533,6 +581,11 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                                    + ("" if announced else " (seen in its inventory reports)")
                                    + (f"; {prior} earlier failure(s) since" if prior else ""))
         c.score = max(c.score, score)
+        if announced and not any(x.id == ch.id for x in c.sigs):
+            # the change itself on the timeline, whatever its time (the verdict rests on it)
+            c.sigs.insert(0, Signal(id=ch.id, ts=ch.ts, layer="inventory", kind="version_change", subject=comp,
+                                    node=ch.node, severity="info", evidence=[ch.id],
+                                    summary=f"{ch.node}: {ch.component} {ch.from_ or '?'} -> {ch.to}"))
         if comp in rollout:
             c.score = max(c.score, plausible(0.65))
             c.summary += f"; {rollout[comp]} runs it while the rest of the job does not"
@@ -561,9 +614,11 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     # a job that dies of broken packaging (a compiled extension with an undefined symbol, a
     # missing module) died of its image, whether or not anyone announced the image: the image
     # is the version that broke, more so when other jobs failed on it too
+    # (a missing module of the user's own package is the user's code, not the image's packaging)
     packaging = [s for s in job_sigs if s.kind.startswith("log:") and s.ts <= failure_ts + cfg.post_grace_ms and (
         s.data.get("signature") == "abi_mismatch"
-        or (s.data.get("exception") or "").rsplit(".", 1)[-1] in LIB_EXCEPTIONS)]
+        or ((s.data.get("exception") or "").rsplit(".", 1)[-1] in LIB_EXCEPTIONS
+            and any(w in (s.data.get("detail") or "") for w in ("site-packages", "dist-packages", ".so", "undefined symbol"))))]
     if rec.image and packaging and concrete < 0.5:
         comp = f"version:image={rec.image}"
         prior = change_failures(comp, failure_ts) if change_failures else 0
