@@ -1361,3 +1361,42 @@ def spine_uplink_flap_under_a_cross_leaf_job():
                                 not_ruled_out={"net"}, ckpt_step=None, lost_gpu_hours=_gh(16, 31 * MIN)),
                          Expect("sp-2", category="application", component="job:sp-2", ruled_out={"gpu", "net"},
                                 ckpt_step=None, lost_gpu_hours=_gh(8, 30 * MIN + 30 * SEC))]
+
+
+@scenario
+def dataset_mount_missing_then_file_not_found():
+    """autofs failed to mount /mnt/datasets on one node shortly before the job; the rank there
+    dies with FileNotFoundError on a shard under it. storage_unavailable on the mount, not a
+    user bug. The same error on a node whose mount is fine (second job) is application."""
+    s = Story("autofs")
+    nodes = ["af-1", "af-2", "af-3"]
+    _pair(s, nodes, "af-leaf", "af", mounts=(("/mnt/datasets", "nfs", "ds-filer"),))
+    s.mount_state("af-2", "/mnt/datasets", -8 * MIN, "missing", "mount.nfs: Connection timed out")
+    a = s.run("af-10", 0, nodes[:2], 8, 0, 3 * MIN, "failed", exit_code=1)
+    s.say(a, 2 * MIN + 30 * SEC, traceback("FileNotFoundError: [Errno 2] No such file or directory: "
+                                           "'/mnt/datasets/c4/en/c4-train.00017-of-01024.json.gz'"), rank=12)
+    b = s.run("af-11", 0, nodes[2:], 8, 0, 4 * MIN, "failed", exit_code=1)
+    s.say(b, 3 * MIN + 30 * SEC, traceback("FileNotFoundError: [Errno 2] No such file or directory: "
+                                           "'/mnt/datasets/c4/en/c4-validation.json'"), rank=3)
+    _clean(s, nodes, "af-leaf", -5 * MIN, 6 * MIN, mount=None)
+    return s.arrival(), [Expect("af-10", category="storage_unavailable", component="path:/mnt/datasets", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw"}, lost_gpu_hours=_gh(16, 3 * MIN)),
+                         Expect("af-11", category="application", component="job:af-11", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw"}, lost_gpu_hours=_gh(8, 4 * MIN))]
+
+
+@scenario
+def users_own_module_missing_is_application():
+    """A job dies at start with ModuleNotFoundError for the user's own package (a bad
+    PYTHONPATH), on an image other jobs run fine. Application, not a broken image."""
+    s = Story("ownmod")
+    nodes = ["om-1"]
+    _pair(s, nodes, "om-leaf", "om")
+    ok = s.run("om-1a", 0, nodes, 8, -60 * MIN, -20 * MIN, "completed", exit_code=0, image="reg/lab/train:7")
+    s.heartbeat(ok, -60 * MIN + 30 * SEC, -21 * MIN, 60 * SEC, ranks="zero")
+    a = s.run("om-1b", 0, nodes, 8, 0, 1 * MIN, "failed", exit_code=1, image="reg/lab/train:7")
+    s.say(a, 40 * SEC, traceback("ModuleNotFoundError: No module named 'labutils.data'"), rank=0)
+    _clean(s, nodes, "om-leaf", -65 * MIN, 2 * MIN)
+    return s.arrival(), [Expect("om-1b", category="application", component="job:om-1b", ckpt_step=None,
+                                ruled_out={"gpu", "net", "hw", "storage"}, lost_gpu_hours=_gh(8, 1 * MIN)),
+                         Expect("om-1a", incident=False)]
