@@ -7,7 +7,9 @@ The data flow, and why it works with several workers sharing partitions, is draw
 
 Agents
 - ``node_events``  fl.gpu, fl.hw, fl.storage, fl.inventory, fl.net (key node / switch):
-  node detectors -> signals (internal topic, key = signal index key) + alerts.
+  node detectors -> signals (internal topic, key = signal index key) + alerts. Nearly all
+  the volume, so not a Faust stream: an app task fed batches of Faust messages by a
+  ``faust_io.RawFeed`` (no Faust event per record), acked once processed.
 - ``signals``      internal signals topic: files each signal in the ``views`` GlobalTable
   under its index key and pushes it, keyed by job, to every job whose path it is on.
 - ``job_events``   fl.sched, fl.runtime and the internal jobs topic (all keyed by job,
