@@ -217,7 +217,8 @@ class Gen:
                         st["sbe"] += 1
                     d = {"gpu": g, "uuid": uuid,
                          "util_pct": rng.randint(93, 100) if run else 0,
-                         "mem_used_mib": rng.randint(61000, 70500) if run else 4,
+                         "mem_used_mib": (rng.randint(61000, 70500) if mem_total == 81920 else
+                                          rng.randint(int(mem_total * 0.74), int(mem_total * 0.86))) if run else 4,
                          "mem_total_mib": mem_total,
                          "temp_c": rng.randint(58, 71) if run else rng.randint(31, 36),
                          "power_w": round(rng.uniform(290, 395) if run else rng.uniform(55, 62), 1),
@@ -3619,6 +3620,67 @@ def gpu_oom_rank0_gpu_always_full():
           "of which 3.11 GiB is free. Including non-PyTorch memory, this process has 76.03 GiB memory in use.", rank=3)
     return Scenario("gpu_oom_rank0_gpu_always_full", gpu_oom_rank0_gpu_always_full.__doc__, g.events,
                     [Expect(j.id, 0, "gpu_oom", f"gpu:{nodes[0]}/3", j, failure_ts={end, j.last_progress()})], [], g)
+
+
+
+@scenario
+def old_formats_xid_and_watchdog():
+    """Older stack, raw lines with their syslog prefix: the XID exists only as a journald kernel line
+    'Mar 14 09:10:12 node kernel: [ 1843.308145] NVRM: Xid (PCI:0000:87:00): 48, pid=..., ...' (bus 87 =
+    GPU 4, whose samples show the DBE), and the other ranks log the old watchdog wording
+    '[E ProcessGroupNCCL.cpp:737] [Rank N] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..,
+    OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.'"""
+    g = Gen(4803)
+    nodes = ["ml-v100-07", "ml-v100-08"]
+    links = {n: [{"nic": "ib0", "switch": "ib-edge-3", "port": str(i + 11), "segment": "ib-edge-3"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/nfs/scratch", "backend": "nfs", "server": "nas-old"}],
+                  versions={"driver": "470.223.02", "cuda": "11.4", "nccl": "2.11.4", "kernel": "4.18.0-513.el8.x86_64"})
+    start = T0 + 2 * MIN
+    fault = start + 44 * MIN
+    end = fault + 30 * MIN + 50 * SEC
+    j = g.job("1234567", nodes, start=start, end=end, state="failed", exit_code=1, ckpt_every=20 * MIN, stop_at=fault, user="legacy",
+              reason="NonZeroExitCode")
+    bad = nodes[0]
+
+    def dbe(node, gpu, ts, d, st):
+        if node == bad and gpu == 4 and ts >= fault:
+            st["dbe"] = 1
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[dbe, idle_after(j, end)],
+           mem_total=32768)
+    g.log(j, fault, f"Mar 14 08:48:00 {bad} kernel: [ 1843.308145] NVRM: Xid (PCI:0000:87:00): 48, pid=20311, name=python, "
+          "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.",
+          stream="kernel", node=bad)
+    for r in (1, 9, 12):
+        g.log(j, fault + 1800 * SEC + r * 30, f"[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: "
+              "WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.", rank=r)
+    return Scenario("old_formats_xid_and_watchdog", old_formats_xid_and_watchdog.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", {f"gpu:{bad}/4", f"gpu:{bad}/0000:87:00"}, j, failure_ts={end, j.last_progress()},
+                            note="index 4 from the DBE in NVML; the bus id accepted too")], [], g)
+
+
+@scenario
+def old_formats_host_oom():
+    """Older kernel and Slurm wording: 'Out of memory: Kill process 48213 (python) score 912 or sacrifice child'
+    then 'Killed process 48213 (python) total-vm:...'; slurmstepd 'Detected 1 oom-kill event(s) in step
+    7788.0 cgroup.'; job FAILED (exit 0:125 style, not OUT_OF_MEMORY)."""
+    g = Gen(9004)
+    nodes = ["ml-v100-21", "ml-v100-22"]
+    links = {n: [{"nic": "ib0", "switch": "ib-edge-4", "port": str(i + 1), "segment": "ib-edge-4"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/nfs/scratch", "backend": "nfs", "server": "nas-old"}])
+    start = T0 + 2 * MIN
+    fault = start + 39 * MIN
+    end = fault + 25 * SEC
+    j = g.job("7788", nodes, start=start, end=end, state="failed", exit_code=125, ckpt_every=15 * MIN, stop_at=fault, user="legacy2",
+              reason="NonZeroExitCode")
+    bad = nodes[1]
+    g.log(j, fault - 300, "Out of memory: Kill process 48213 (python) score 912 or sacrifice child", stream="kernel", node=bad)
+    g.log(j, fault, "Killed process 48213 (python) total-vm:188123412kB, anon-rss:120234212kB, file-rss:0kB, shmem-rss:0kB",
+          stream="kernel", node=bad)
+    g.log(j, fault + 2 * SEC, "slurmstepd: error: Detected 1 oom-kill event(s) in step 7788.0 cgroup. Some of your processes may "
+          "have been killed by the cgroup out-of-memory handler.", node=bad)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)], mem_total=32768)
+    return Scenario("old_formats_host_oom", old_formats_host_oom.__doc__, g.events,
+                    [Expect(j.id, 0, "host_oom", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
 def build(name: str) -> Scenario:
