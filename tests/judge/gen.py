@@ -3683,6 +3683,36 @@ def old_formats_host_oom():
                     [Expect(j.id, 0, "host_oom", f"node:{bad}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+
+@scenario
+def fallen_off_bus_without_xid():
+    """Newer drivers can print the fall-off without an Xid number: 'NVRM: The NVIDIA GPU 0000:b7:00.0
+    (PCI ID: 10de:2330) installed in this system has fallen off the bus and is not responding to
+    commands.' (kernel stream only). GPU 6 (bus b7) stops reporting at that moment."""
+    g = Gen(7908)
+    nodes = ["hgx-h100-q01", "hgx-h100-q02"]
+    links = {n: [{"nic": "mlx5_0", "switch": "sw-leaf-3100", "port": f"Ethernet{4 * i}", "segment": "leaf-3100"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0, links=links, storage=[{"path": "/mnt/weka", "backend": "weka", "server": "weka-fe"}],
+                  versions={"driver": "570.158.01", "cuda": "12.8", "nccl": "2.26.2"})
+    start = T0 + 2 * MIN
+    fault = start + 42 * MIN
+    end = fault + 10 * MIN + 25 * SEC
+    j = g.job("pytorchjob-nofallxid-2", nodes, start=start, end=end, state="failed", exit_code=1, src="training-operator@kube-ctl",
+              ckpt_every=15 * MIN, stop_at=fault)
+    bad = nodes[1]
+    g.gpus(nodes, T0, end + 10 * MIN, 15 * SEC, busy={n: [(start, end)] for n in nodes},
+           mods=[stop_after(bad, fault, 6), idle_after(j, end)])
+    g.log(j, fault, "NVRM: The NVIDIA GPU 0000:b7:00.0\n               NVRM: (PCI ID: 10de:2330) installed in this system has\n"
+          "               NVRM: fallen off the bus and is not responding to commands.", stream="kernel", node=bad)
+    nccl_timeouts(g, j, fault + 600 * SEC, [0, 5, 11], seq=7171)
+    return Scenario("fallen_off_bus_without_xid", fallen_off_bus_without_xid.__doc__, g.events,
+                    [Expect(j.id, 0, "gpu_hardware", {f"gpu:{bad}/6", f"gpu:{bad}/0000:b7:00"}, j, failure_ts={end, j.last_progress()})],
+                    [], g)
+
+
+
+SCENARIOS["fallen_off_bus_without_xid_no_nvml"] = lambda: _no_nvml(fallen_off_bus_without_xid)()
+
 def build(name: str) -> Scenario:
     return SCENARIOS[name]()
 
@@ -3700,3 +3730,15 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+def _no_nvml(fn):
+    """Variant of a scenario without any gpu.sample (a site whose NVML exporter is not deployed)."""
+    def build():
+        sc = fn()
+        sc.events = [e for e in sc.events if e["kind"] != "gpu.sample"]
+        sc.name = fn.__name__ + "_no_nvml"
+        sc.story = "(no NVML samples) " + sc.story
+        return sc
+    build.__name__ = fn.__name__ + "_no_nvml"
+    return build
