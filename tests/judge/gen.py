@@ -3711,6 +3711,28 @@ def fallen_off_bus_without_xid():
 
 
 
+@scenario
+def stale_home_unrelated_user_bug():
+    """/home (NFS) went stale on a job node 30 min before the job and stays stale; the job reads and
+    writes only /lustre/scratch, and dies of a user KeyError that names no path. Application: a stale
+    mount the job never touches did not stop it."""
+    g = Gen(7013)
+    nodes = ["node2101.cluster.local", "node2102.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-210", "port": str(i + 1), "segment": "ib-leaf-210"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"},
+                                                              {"path": "/home", "backend": "nfs", "server": "nas-home"}])
+    start = T0 + 2 * MIN
+    g.mount(nodes[1], start - 30 * MIN, "/home", "stale", "Stale file handle")
+    j, end = _app_job(g, "8600001", nodes, start, start + 44 * MIN,
+                      "Traceback (most recent call last):\n  File \"/lustre/scratch/u/code/train.py\", line 140, in step\n"
+                      "    w = self.loss_weights[task]\nKeyError: 'summarization'", rank=9, ckpt_every=15 * MIN,
+                      ckpt_dir="/lustre/scratch/u/ckpt", user="u", reason="NonZeroExitCode")
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 60 * SEC)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("stale_home_unrelated_user_bug", stale_home_unrelated_user_bug.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 SCENARIOS["fallen_off_bus_without_xid_no_nvml"] = lambda: _no_nvml(fallen_off_bus_without_xid)()
 
 def build(name: str) -> Scenario:
