@@ -159,15 +159,31 @@ class RawFeed:
     on an app whose conductor is ``fast_conductor`` (``streams.app.FaultlineApp``). The
     consumer ``take``s batches, processes them, then ``ack``s every message of a batch
     (``ack``): Faust commits an offset only once its message is acked, so a worker killed
-    mid-batch re-reads the batch. Bounded: a full feed blocks the delivery (like a full
-    stream buffer); ``clear`` (on partitions revoked: Faust seeks to the committed offsets
-    afterwards) drops what is queued and unblocks it.
+    mid-batch re-reads the batch. Bounded like a Faust stream buffer: at half its size the
+    partition a record came from stops being fetched (Faust's ``on_buffer_full``; the other
+    partitions, job topics included, keep flowing) until a quarter is left; a full feed
+    blocks the delivery. ``clear`` (on partitions revoked: Faust seeks to the committed
+    offsets afterwards) drops what is queued and unblocks it.
     """
+
+    def bind(self, consumer: Any) -> None:
+        self.pause = consumer.on_buffer_full
+
+        def resume(tp: Any) -> None:
+            # not a partition the rebalance/recovery machinery paused meanwhile
+            if tp not in consumer._paused_partitions:
+                consumer.on_buffer_drop(tp)
+        self.resume = resume
 
     def __init__(self, maxsize: int = 50_000) -> None:
         import asyncio
 
         self.maxsize = maxsize
+        self.pause_at = maxsize // 2
+        self.resume_at = maxsize // 4
+        self.pause: Any = None       # consumer.on_buffer_full(tp) / on_buffer_drop(tp) (bind)
+        self.resume: Any = None
+        self._paused: set[Any] = set()
         self.items: list[Any] = []
         self._ready = asyncio.Event()
         self._space = asyncio.Event()
@@ -184,6 +200,11 @@ class RawFeed:
             await self._space.wait()
         items = self.items
         items.append(message)
+        if len(items) >= self.pause_at and self.pause is not None:
+            tp = message.tp
+            if tp not in self._paused:
+                self._paused.add(tp)
+                self.pause(tp)
         if not self._ready.is_set():
             self._ready.set()
         if self._want and len(items) >= self._want:
@@ -211,11 +232,22 @@ class RawFeed:
         del self.items[:max_n]
         if len(self.items) < self.maxsize:
             self._space.set()
+        if self._paused and len(self.items) <= self.resume_at:
+            self._resume_all()
         return out
 
+    def _resume_all(self) -> None:
+        paused, self._paused = self._paused, set()
+        if self.resume is not None:
+            for tp in paused:
+                self.resume(tp)
+
     def clear(self) -> None:
+        """Drop what is queued (partitions revoked). Paused partitions are forgotten, not
+        resumed: the rebalance sets the fetched partitions anew."""
         self.items.clear()
         self._space.set()
+        self._paused = set()
 
     @staticmethod
     def ack(consumer: Any, messages: list[Any]) -> None:
@@ -237,6 +269,8 @@ def fast_conductor(conductor_cls: type) -> type:
         rest = {ch for ch in channels if getattr(ch, "faultline_feed", None) is None}
         inner = conductor_cls._build_handler(self, tp, rest) if rest else None
         acquire_flow_control = self.app.flow_control.acquire
+        for f in feeds:
+            f.bind(self.app.consumer)
         n_feeds = len(feeds)
         if n_feeds == 1 and inner is None:
             put = feeds[0].put

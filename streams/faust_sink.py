@@ -47,7 +47,7 @@ def install(app: faust.App, settings: Settings, store: Any, writer: Any, *,
 
     # every input record passes here: a RawFeed (batches of Faust messages, no Faust event
     # or stream per record), acked only once the batch is stored
-    feed = RawFeed(maxsize=2 * max_rows)
+    feed = RawFeed(maxsize=4 * max_rows)   # fetching of a partition pauses at half of it
     topic.faultline_feed = feed  # type: ignore[attr-defined]
     app.topics.add(topic)
 
