@@ -105,6 +105,16 @@ def _oom_killer(m: re.Match[str], msg: str) -> dict[str, Any]:
     return {"pid": int(m.group(1)), "process": m.group(2)}
 
 
+class _First:
+    """A match whose group 1 is the first group that matched (for alternations)."""
+
+    def __init__(self, m: re.Match[str]) -> None:
+        self.g = next((g for g in m.groups() if g is not None), None)
+
+    def group(self, i: int) -> str | None:
+        return self.g if i == 1 else None
+
+
 def _groups(*names: str):
     def ex(m: re.Match[str], msg: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -154,8 +164,12 @@ _RULES: tuple[_Rule, ...] = (
     # ---- kernel / driver (stream "kernel" usually)
     _Rule("xid", ("NVRM: Xid",), r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)", "gpu", None, "critical", "cause", _xid),
     _Rule("gpu_fallen_off_bus", ("fallen off the bus",),
-          r"GPU (?:at PCI:)?(?:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?):? )?(?:GPU )?has fallen off the bus",
-          "gpu", "gpu_hardware", "critical", "cause", _groups("pci")),
+          # "GPU at PCI:0000:3b:00: GPU has fallen off the bus." and newer drivers' three lines
+          # "The NVIDIA GPU 0000:b7:00.0 / (PCI ID: 10de:2330) installed in this system has /
+          # fallen off the bus and is not responding to commands." (no Xid number)
+          r"GPU (?:at PCI:)?(?:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?):? )?(?:GPU )?has fallen off the bus"
+          r"|NVIDIA GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)[\s\S]{0,300}?fallen off the bus",
+          "gpu", "gpu_hardware", "critical", "cause", lambda m, msg: _groups("pci")(_First(m), msg)),
     _Rule("cuda_ecc_error", ("uncorrectable ECC error",), r"uncorrectable ECC error encountered",
           "gpu", "gpu_hardware", "critical", "cause", _rank_only),
     _Rule("cuda_nvlink_error", ("uncorrectable NVLink error",), r"uncorrectable NVLink error",

@@ -31,6 +31,10 @@ CASES = [
     ("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", "xid",
      {"xid": 79, "category": "gpu_hardware"}),
     ("mce: [Hardware Error]: Machine check events logged", "mce", {}),
+    # newer drivers: no Xid number, three kernel lines
+    ("NVRM: The NVIDIA GPU 0000:b7:00.0\n NVRM: (PCI ID: 10de:2330) installed in this system has\n"
+     " NVRM: fallen off the bus and is not responding to commands.", "gpu_fallen_off_bus", {"pci": "0000:b7:00.0"}),
+    ("NVRM: GPU at PCI:0000:3b:00: GPU has fallen off the bus.", "gpu_fallen_off_bus", {"pci": "0000:3b:00"}),
 ]
 
 
