@@ -28,10 +28,7 @@ FAULTLINE = str(Path(sys.executable).parent / "faultline")
 pytestmark = pytest.mark.slow
 
 # (scenario, aspect) -> what the engine gets wrong.  aspect: cause | checkpoint | loss | none_extra
-KNOWN: dict[tuple[str, str], str] = {
-    ("fallen_off_bus_without_xid_no_nvml", "cause"): "the driver's 'NVRM: The NVIDIA GPU <bus> ... has fallen off the bus' "
-                                                     "text (no Xid number) is not recognised: unknown without NVML samples",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 _cache: dict[str, tuple] = {}
 
