@@ -3733,6 +3733,31 @@ def stale_home_unrelated_user_bug():
                     [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
 
 
+@scenario
+def full_home_enoent_typo():
+    """/home is FULL on the job's nodes (storage.mount full, 100 % used) but nothing is written
+    there; the job dies of a FileNotFoundError (ENOENT) for a mistyped file under /home. A full disk
+    does not make a file not exist: application, not storage_full."""
+    g = Gen(7014)
+    nodes = ["node2201.cluster.local", "node2202.cluster.local"]
+    links = {n: [{"nic": "ib0", "switch": "ib-leaf-220", "port": str(i + 1), "segment": "ib-leaf-220"}] for i, n in enumerate(nodes)}
+    std_inventory(g, nodes, T0 - HOUR, links=links, storage=[{"path": "/lustre/scratch", "backend": "lustre", "server": "mds01"},
+                                                              {"path": "/home", "backend": "nfs", "server": "nas-home"}])
+    start = T0 + 2 * MIN
+    for n in nodes:
+        g.mount(n, start - 20 * MIN, "/home", "full", "No space left on device")
+    j, end = _app_job(g, "8700001", nodes, start, start + 36 * MIN,
+                      "Traceback (most recent call last):\n  File \"/lustre/scratch/u/code/train.py\", line 30, in <module>\n"
+                      "    tok = Tokenizer.from_file('/home/u/tokenizers/llama3_tokenzier.json')\n"
+                      "FileNotFoundError: [Errno 2] No such file or directory: '/home/u/tokenizers/llama3_tokenzier.json'",
+                      rank=0, ckpt_every=15 * MIN, ckpt_dir="/lustre/scratch/u/ckpt", user="u", reason="NonZeroExitCode")
+    g.storage(nodes, "/home", "nfs4", T0, end + 10 * MIN, 60 * SEC, used=100.0)
+    g.storage(nodes, "/lustre/scratch", "lustre", T0, end + 10 * MIN, 60 * SEC)
+    g.gpus(nodes, T0, end + 10 * MIN, 30 * SEC, busy={n: [(start, end)] for n in nodes}, mods=[idle_after(j, end)])
+    return Scenario("full_home_enoent_typo", full_home_enoent_typo.__doc__, g.events,
+                    [Expect(j.id, 0, "application", f"job:{j.id}", j, failure_ts={end, j.last_progress()})], [], g)
+
+
 SCENARIOS["fallen_off_bus_without_xid_no_nvml"] = lambda: _no_nvml(fallen_off_bus_without_xid)()
 
 def build(name: str) -> Scenario:
