@@ -28,10 +28,7 @@ FAULTLINE = str(Path(sys.executable).parent / "faultline")
 pytestmark = pytest.mark.slow
 
 # (scenario, aspect) -> what the engine gets wrong.  aspect: cause | checkpoint | loss | none_extra
-KNOWN: dict[tuple[str, str], str] = {
-    ("full_home_enoent_typo", "cause"): "a FileNotFoundError (ENOENT) typo under a FULL mount is called storage_full: "
-                                        "the mount rule ignores which errno goes with which mount state",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 _cache: dict[str, tuple] = {}
 
