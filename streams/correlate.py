@@ -80,6 +80,8 @@ class CorrelateConfig(Struct, frozen=True, kw_only=True):
 _OOM_REASON = re.compile(r"OOMKill|OutOfMemory|out[ _-]of[ _-]memory", re.I)
 
 
+_FULL_ERR_RE = re.compile(r"No space left|Disk quota exceeded|ENOSPC|EDQUOT|Errno 28\b|Errno 122\b")
+_RO_ERR_RE = re.compile(r"Read-only file system|EROFS|Errno 30\b|PermissionError")
 _QPATH_RE = re.compile(r"(/[^'\"\s:]+)")
 
 
@@ -336,8 +338,10 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     # an error raised while a checkpoint write was failing is the write's failure, not a code bug
     ck_fails = [s.ts for s in job_sigs if s.kind == "checkpoint_failed"]
     # an error about a file under a mount that is missing / stale / read-only / full on the job's
-    # nodes is that mount's failure reaching the job, not a code bug
-    bad_mounts = {(s.node, (s.data.get("path") or "").rstrip("/") or "/") for s in sigs
+    # nodes is that mount's failure reaching the job, not a code bug - when the error is one that
+    # failure raises: a full or read-only mount fails writes (ENOSPC / EDQUOT, EROFS), it does
+    # not make a file vanish (a FileNotFoundError under a full /home is still the user's typo)
+    bad_mounts = {(s.node, (s.data.get("path") or "").rstrip("/") or "/", s.category, s.kind) for s in sigs
                   if s.category in ("storage_unavailable", "storage_full") and s.data.get("path")
                   and not s.subject.startswith("job:")}
 
@@ -345,10 +349,16 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if not bad_mounts:
             return False
         text = (e.data.get("detail") or "") + " " + (e.data.get("path") or "")
+        exc = (e.data.get("exception") or "") + " " + text
         for p in _QPATH_RE.findall(text):
-            for n, m in bad_mounts:
-                if (n is None or e.node is None or n == e.node) and (p == m or p.startswith(m + "/") or m == "/"):
-                    return True
+            for n, m, cat, kind in bad_mounts:
+                if not ((n is None or e.node is None or n == e.node) and (p == m or p.startswith(m + "/") or m == "/")):
+                    continue
+                if cat == "storage_full" and not _FULL_ERR_RE.search(exc):
+                    continue
+                if kind == "mount_readonly" and not _RO_ERR_RE.search(exc):
+                    continue
+                return True
         return False
     felt_mount = [s for s in app_errs if on_bad_mount(s)]
     if felt_mount:
