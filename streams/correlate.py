@@ -85,6 +85,23 @@ _RO_ERR_RE = re.compile(r"Read-only file system|EROFS|Errno 30\b|PermissionError
 _QPATH_RE = re.compile(r"(/[^'\"\s:]+)")
 
 
+def _move(cands: dict, key: tuple[str, str], new: tuple[str, str], *, summary_from_moved: bool = False) -> None:
+    """Re-file candidate ``key`` under component ``new`` (a GPU index found for it), merging
+    into a candidate already there: highest weight, earliest time, both evidence lists; the
+    summary of the heavier one (or of the moved one with ``summary_from_moved``)."""
+    c = cands.pop(key)
+    other = cands.get(new)
+    if other is None:
+        c.component = new[1]
+        cands[new] = c
+        return
+    if summary_from_moved or c.score > other.score:
+        other.summary = c.summary
+    other.score = max(other.score, c.score)
+    other.ts = min(other.ts, c.ts)
+    other.sigs = c.sigs + other.sigs
+
+
 def incident_id(job: str, attempt: int) -> str:
     """Stable: the same job attempt always gives the same id."""
     return "inc-" + hashlib.blake2b(f"{job}|{attempt}".encode(), digest_size=10).hexdigest()
@@ -468,17 +485,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         pick = local if local in full else (next(iter(full)) if len(full) == 1 else None)
         if pick is None:
             continue
-        new = ("gpu_oom", f"gpu:{node}/{pick}")
-        del cands[key]
-        other = cands.get(new)
-        if other is None:
-            c.component = new[1]
-            cands[new] = c
-        else:
-            other.score = max(other.score, c.score)
-            other.ts = min(other.ts, c.ts)
-            other.summary = c.summary
-            other.sigs = c.sigs + other.sigs
+        _move(cands, key, ("gpu_oom", f"gpu:{node}/{pick}"), summary_from_moved=True)
     for c in cands.values():
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
             c.score = min(0.99, c.score * (1.0 + min(0.1, 0.03 * (len(c.sigs) - 1))))
@@ -493,16 +500,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 and c.ts - 60_000 <= x.ts <= c.ts + 15 * 60_000 and x.data.get("gpu") is not None}
         if len(lost) != 1:
             continue
-        new = (key[0], f"gpu:{node}/{lost.pop()}")
-        del cands[key]
-        other = cands.get(new)
-        if other is None:
-            c.component = new[1]
-            cands[new] = c
-        else:
-            other.score, other.summary = (c.score, c.summary) if c.score > other.score else (other.score, other.summary)
-            other.ts = min(other.ts, c.ts)
-            other.sigs = c.sigs + other.sigs
+        _move(cands, key, (key[0], f"gpu:{node}/{lost.pop()}"))
     # a driver/GSP verdict needs "no hardware sign": a hardware fault of the same GPU outranks it
     for key, c in cands.items():
         if c.category == "driver_software" and key[1].startswith("gpu:"):

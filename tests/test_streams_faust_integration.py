@@ -137,6 +137,24 @@ def test_worker_killed_mid_stream_loses_nothing(fsettings, sim_lines, tmp_path):
     assert got == exp, _diff(got, exp) + "\n--- worker log ---\n" + w2.log()
 
 
+def _both_in_group(a: WorkerProcess, b: WorkerProcess, timeout_s: float = 90.0) -> None:
+    """Wait until both workers report the same consumer-group generation (aiokafka's
+    "Joined group ... (generation N)"), i.e. a rebalance that includes both is done. A fixed
+    sleep was not enough on a busy machine: the second worker joined mid-input, and a
+    rebalance while input flows is another scenario (see docs/streams.md, Limits)."""
+    gen = re.compile(r"Joined group '[^']*' \(generation (\d+)\)")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ga = [int(x) for x in gen.findall(a.log(10_000_000))]
+        gb = [int(x) for x in gen.findall(b.log(10_000_000))]
+        if ga and gb and ga[-1] == gb[-1]:
+            time.sleep(2.0)   # assignment and table recovery of that generation
+            return
+        time.sleep(0.5)
+    raise AssertionError("the two workers did not end up in one group generation within "
+                         f"{timeout_s:.0f} s\n--- a ---\n{a.log()}\n--- b ---\n{b.log()}")
+
+
 @pytest.mark.slow
 def test_two_workers_share_partitions(fsettings, sim_lines, tmp_path):
     """Two workers in one consumer group split the partitions; the join still crosses them
@@ -146,7 +164,7 @@ def test_two_workers_share_partitions(fsettings, sim_lines, tmp_path):
     env = {"FAULTLINE_WORKER_STATS_S": "2"}
     with WorkerProcess(fsettings, tmp_path / "a", loglevel="info", env=env) as a, \
             WorkerProcess(fsettings, tmp_path / "b", loglevel="info", env=env) as b:
-        time.sleep(5)   # both join before the input arrives: partitions are split between them
+        _both_in_group(a, b)   # both joined before the input arrives: partitions split between them
         asyncio.run(produce(fsettings, sim_lines))
         got = asyncio.run(wait_incidents(fsettings, exp, timeout_s=180))
         assert a.alive() and b.alive(), a.log() + b.log()
