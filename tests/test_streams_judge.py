@@ -22,9 +22,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "judge"))
 import gen  # noqa: E402
 
-FAULTLINE = str(Path(sys.executable).parent / "faultline")
 
-# ~95 scenarios generated and diagnosed in subprocesses: 2-4 min on the shared 2-core machine
+# ~95 scenarios generated and diagnosed in one child process
 pytestmark = pytest.mark.slow
 
 # (scenario, aspect) -> what the engine gets wrong.  aspect: cause | checkpoint | loss | none_extra
@@ -33,10 +32,22 @@ KNOWN: dict[tuple[str, str], str] = {}
 _cache: dict[str, tuple] = {}
 
 
-def diagnose(path: Path) -> dict:
-    out = subprocess.run([FAULTLINE, "diagnose", str(path), "--json"], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, f"faultline diagnose {path} exited {out.returncode}: {out.stderr[-2000:]}"
-    incs = [json.loads(line) for line in out.stdout.splitlines() if line.strip().startswith("{")]
+#: runs ``faultline diagnose FILE --json`` (the CLI's own entry point, argument parsing and
+#: output) for every file named on its command line, in ONE child process: a subprocess per
+#: scenario spent most of the suite's 2-4 min starting Python
+_DRIVER = """
+import sys
+from faultline.cli import main
+for path in sys.argv[1:]:
+    sys.stdout.write("\\n### " + path + "\\n"); sys.stdout.flush()
+    rc = main(["diagnose", path, "--json"])
+    sys.stdout.flush()
+    sys.stdout.write("\\n### rc " + str(rc) + "\\n"); sys.stdout.flush()
+"""
+
+
+def _latest(lines: list[str]) -> dict:
+    incs = [json.loads(line) for line in lines if line.strip().startswith("{")]
     latest: dict = {}
     for i in incs:
         k = (i["job"], i["attempt"])
@@ -45,11 +56,39 @@ def diagnose(path: Path) -> dict:
     return latest
 
 
+def diagnose_all(paths: list[Path]) -> dict[Path, dict]:
+    """``faultline diagnose P --json`` for each path (latest revision per attempt)."""
+    out = subprocess.run([sys.executable, "-c", _DRIVER, *map(str, paths)], capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, f"faultline diagnose exited {out.returncode}: {out.stderr[-2000:]}"
+    res: dict[Path, dict] = {}
+    cur: Path | None = None
+    lines: list[str] = []
+    for line in out.stdout.splitlines():
+        if line.startswith("### rc "):
+            assert cur is not None and line == "### rc 0", f"faultline diagnose {cur} exited {line[7:]}: {out.stderr[-2000:]}"
+            res[cur] = _latest(lines)
+            cur, lines = None, []
+        elif line.startswith("### "):
+            cur, lines = Path(line[4:]), []
+        else:
+            lines.append(line)
+    missing = [p for p in paths if p not in res]
+    assert not missing, f"no diagnosis for {missing[:3]}: {out.stderr[-2000:]}"
+    return res
+
+
+def diagnose(path: Path) -> dict:
+    return diagnose_all([path])[path]
+
+
 def run(name: str, tmp_root: Path):
-    if name not in _cache:
-        sc = gen.build(name)
-        path = sc.write(tmp_root / f"{name}.jsonl")
-        _cache[name] = (sc, diagnose(path), path)
+    if not _cache:
+        built = {n: gen.build(n) for n in gen.SCENARIOS}
+        paths = {n: sc.write(tmp_root / f"{n}.jsonl") for n, sc in built.items()}
+        got = diagnose_all(list(paths.values()))
+        for n, sc in built.items():
+            _cache[n] = (sc, got[paths[n]], paths[n])
     return _cache[name]
 
 
