@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages of the real third-party peers the tests run against
-# (Slurm + munge, net-snmp, OpenIPMI ipmi_sim + ipmitool, node_exporter, iproute2, Chromium),
+# (Slurm + munge, net-snmp, OpenIPMI ipmi_sim + ipmitool, node_exporter, iproute2, Chromium,
+# PyTorch for the real-jobs suite),
 # plus python3-venv, a JRE and Maven for the virtualenv and the broker jars.
 # Idempotent: when every package is already installed, apt is not touched at all.
 # Append a package to PACKAGES when your tests need one more.
@@ -15,6 +16,9 @@ PACKAGES=(
     iproute2
     chromium
     curl bc
+    # tests/realjobs: real 2-rank training jobs (CPU, gloo) under the Slurm peer; Debian's 1.13
+    # build runs with /usr/bin/python3 (torchrun of that build is broken on 3.11: ranks use srun)
+    python3-torch
     # toolchain `make test` itself needs on a fresh machine: the venv, the broker (JDK 17+ and
     # Maven for infra/kafka/kafka.sh jars); `make test` runs this script before both
     python3-venv openjdk-17-jre-headless maven
