@@ -9,6 +9,28 @@ the same SQL (``sinks/sql/*.sql`` is applied on open) and take the same inserts:
 - ``insert(table, rows)``: a batch of dicts (serialised to JSONEachRow; DateTime64 values are
   epoch-ms ints, converted by the caller with :func:`ms`).
 
+One owner. Every call into the engine (inserts, queries, migrations, close) runs on the
+store's :class:`StoreOwner`: ONE dedicated thread for chDB (a small pool for a server),
+whatever thread or event loop calls it. Callers block on (or ``await``) a future:
+
+- writes (``insert*``, ``execute``, ``migrate``) go before every queued read and wait for
+  their result (the sink must know its rows are stored before it commits offsets);
+- reads (``query``, ``query_table``) wait at most ``timeout_s`` (default
+  ``read_timeout_s``, 60 s) and then raise :class:`StoreTimeout`; their answer is dropped
+  with the abandoned future, so it can never reach another caller. At most
+  ``max_queued_reads`` reads wait at once; one more raises :class:`StoreBusy` (HTTP 503);
+- asyncio code uses ``await store.aquery(...)`` / ``aquery_table(...)``: the event loop never
+  blocks on the store.
+
+Errors (the one exception tree of the store and the SQL API; all are :class:`StoreError`):
+
+- :class:`StoreError`: a store operation failed; the message names the statement and cause;
+- :class:`StoreLocked`: the chDB directory is owned by another process;
+- :class:`StoreTimeout`: a read did not answer within its limit (names the query, the limit);
+- :class:`StoreBusy`: too many reads are queued; ``retry_after_s`` says when to retry;
+- :class:`QueryRejected`: the SQL was refused before it ran (not a read-only SELECT/WITH,
+  or, through the API, outside its allow-list: ``sinks/api.py``).
+
 chDB lets one process own a data directory, and one directory per process. Opening a
 directory another process owns raises :class:`StoreLocked` (with that process's pid), which
 the CLI turns into "go through the worker's HTTP API".
@@ -16,20 +38,30 @@ the CLI turns into "go through the worker's HTTP API".
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures as cf
 import fcntl
+import itertools
 import logging
 import os
+import queue
 import re
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import orjson
 
 log = logging.getLogger("faultline.sinks")
 
-__all__ = ["Store", "StoreError", "StoreLocked", "open_store", "ms", "migrations"]
+__all__ = ["Store", "StoreError", "StoreLocked", "StoreTimeout", "StoreBusy", "QueryRejected",
+           "StoreOwner", "open_store", "ms", "migrations"]
+
+#: a read waits at most this long (queue + run) unless the caller gives its own limit
+READ_TIMEOUT_S = 60.0
+#: reads waiting for the owner at once; one more is refused with StoreBusy
+MAX_QUEUED_READS = 32
 
 
 class StoreError(RuntimeError):
@@ -49,12 +81,126 @@ class StoreLocked(StoreError):
         self.pid = pid
 
 
+class StoreTimeout(StoreError):
+    """A read did not answer within its time limit (queued behind other work or running)."""
+
+    def __init__(self, what: str, limit_s: float) -> None:
+        super().__init__(f"store read timed out after {limit_s:g} s: {_head(what)}; "
+                         "retry later or narrow the query (a time range, a LIMIT)")
+        self.limit_s = limit_s
+
+
+class StoreBusy(StoreError):
+    """Too many reads are already waiting for the store; retry after ``retry_after_s``."""
+
+    def __init__(self, queued: int, retry_after_s: int = 1) -> None:
+        super().__init__(f"store busy: {queued} reads already waiting; retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+class QueryRejected(StoreError):
+    """The SQL was refused before it ran; the message says why and what is allowed."""
+
+
 def ms(epoch_ms: int | None) -> str | None:
     """An epoch-ms int as the text ClickHouse parses into DateTime64(3) ("seconds.millis")."""
     if epoch_ms is None:
         return None
     s, r = divmod(int(epoch_ms), 1000)
     return f"{s}.{r:03d}"
+
+
+# ------------------------------------------------------------------ the owner
+_WRITE, _READ, _STOP = 0, 1, 2
+
+
+class StoreOwner:
+    """Runs store calls on its own thread(s), writes before queued reads.
+
+    ``call(fn, write=..., what=..., timeout_s=...)`` runs ``fn()`` on an owner thread and
+    returns its result (a call made *on* an owner thread runs inline, so ``migrate`` may
+    call ``execute``). ``submit`` returns the ``concurrent.futures.Future``.
+    """
+
+    def __init__(self, name: str, threads: int = 1, max_queued_reads: int = MAX_QUEUED_READS) -> None:
+        self.name = name
+        self.max_queued_reads = max_queued_reads
+        self._q: queue.PriorityQueue[tuple[int, int, Any, Any]] = queue.PriorityQueue()
+        self._seq = itertools.count()
+        self._reads = 0
+        self._count_lock = threading.Lock()
+        self._idents: set[int] = set()
+        self._closed = False
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-owner-{i}", daemon=True)
+                         for i in range(max(1, threads))]
+        for t in self._threads:
+            t.start()
+
+    def on_owner(self) -> bool:
+        return threading.get_ident() in self._idents
+
+    @property
+    def owner_idents(self) -> frozenset[int]:
+        """Thread idents of the owner thread(s) (tests assert every call ran on them)."""
+        return frozenset(self._idents)
+
+    def submit(self, fn: Callable[[], Any], *, write: bool) -> cf.Future:
+        if self._closed:
+            raise StoreError(f"store {self.name} is closed")
+        fut: cf.Future = cf.Future()
+        if not write:
+            with self._count_lock:
+                if self._reads >= self.max_queued_reads:
+                    raise StoreBusy(self._reads)
+                self._reads += 1
+        self._q.put((_WRITE if write else _READ, next(self._seq), fut, fn))
+        return fut
+
+    def call(self, fn: Callable[[], Any], *, write: bool, what: str, timeout_s: float | None = None) -> Any:
+        if self.on_owner():
+            return fn()
+        fut = self.submit(fn, write=write)
+        try:
+            return fut.result(timeout=timeout_s)
+        except cf.TimeoutError:
+            fut.cancel()   # still queued: never runs; running: its answer is dropped with it
+            raise StoreTimeout(what, timeout_s or 0) from None
+
+    async def acall(self, fn: Callable[[], Any], *, write: bool, what: str,
+                    timeout_s: float | None = None) -> Any:
+        fut = self.submit(fn, write=write)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s)
+        except asyncio.TimeoutError:
+            fut.cancel()
+            raise StoreTimeout(what, timeout_s or 0) from None
+
+    def _run(self) -> None:
+        self._idents.add(threading.get_ident())
+        while True:
+            kind, _, fut, fn = self._q.get()
+            if kind == _STOP:
+                return
+            if kind == _READ:
+                with self._count_lock:
+                    self._reads -= 1
+            if not fut.set_running_or_notify_cancel():
+                continue   # the caller gave up while it was queued
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 - delivered to the caller
+                fut.set_exception(e)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop after the work already queued (each thread takes one stop)."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._q.put((_STOP, next(self._seq), None, None))
+        if not self.on_owner():
+            for t in self._threads:
+                t.join(timeout_s)
 
 
 # ------------------------------------------------------------------ migrations
@@ -83,14 +229,32 @@ _MIGRATIONS_DDL = (
     "applied_at DateTime('UTC') DEFAULT now()) ENGINE = MergeTree ORDER BY version"
 )
 
+_OBJECT = re.compile(r"\bCREATE\s+(?:TABLE|(?:MATERIALIZED\s+)?VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+                     r"`?([A-Za-z_][A-Za-z0-9_]*)`?", re.I)
+
+
+def store_tables() -> frozenset[str]:
+    """Every table and view the migrations create (and ``schema_migrations``)."""
+    names = {"schema_migrations"}
+    for _, _, stmts in migrations():
+        for st in stmts:
+            names.update(m.group(1) for m in _OBJECT.finditer(st))
+    return frozenset(names)
+
 
 class Store(Protocol):
     backend: str
     location: str
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
-    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]: ...
-    def query_table(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]: ...
+    def query(self, sql: str, params: Mapping[str, Any] | None = None, *,
+              timeout_s: float | None = None) -> list[dict[str, Any]]: ...
+    def query_table(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                    timeout_s: float | None = None) -> tuple[list[str], list[list[Any]]]: ...
+    async def aquery(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                     timeout_s: float | None = None) -> list[dict[str, Any]]: ...
+    async def aquery_table(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                           timeout_s: float | None = None) -> tuple[list[str], list[list[Any]]]: ...
     def insert(self, table: str, rows: Sequence[Mapping[str, Any]]) -> int: ...
     def insert_json(self, table: str, lines: bytes) -> None: ...
     def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None: ...
@@ -99,24 +263,73 @@ class Store(Protocol):
 
 
 class _Base:
+    """The public methods; each runs its ``_*_now`` twin on the owner (``self._owner``).
+    Subclasses implement ``_execute_now``, ``_query_table_now``, ``_insert_json_now``,
+    ``_insert_columns_now`` and ``_close_now``, which only the owner thread calls."""
+
     backend = "?"
     location = "?"
+    read_timeout_s: float = READ_TIMEOUT_S
+    _owner: StoreOwner
 
-    # subclasses implement: execute, query_table, insert_json
-    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        cols, rows = self.query_table(sql, params)  # type: ignore[attr-defined]
-        return [dict(zip(cols, r)) for r in rows]
+    # -- writes (before every queued read; wait for completion)
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        self._owner.call(lambda: self._execute_now(sql, params), write=True, what=sql)  # type: ignore[attr-defined]
+
+    def insert_json(self, table: str, lines: bytes) -> None:
+        if not lines:
+            return
+        _check_ident(table)
+        self._owner.call(lambda: self._insert_json_now(table, lines), write=True,  # type: ignore[attr-defined]
+                         what=f"insert into {table}")
+
+    def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None:
+        """Column-oriented insert (values must be str/int/float; see the backends)."""
+        _check_ident(table)
+        names = list(columns)
+        if not names or not len(columns[names[0]]):
+            return
+        for n in names:
+            _check_ident(n)
+        self._owner.call(lambda: self._insert_columns_now(table, columns), write=True,  # type: ignore[attr-defined]
+                         what=f"insert into {table}")
 
     def insert(self, table: str, rows: Sequence[Mapping[str, Any]]) -> int:
         if not rows:
             return 0
         dumps = orjson.dumps
-        self.insert_json(table, b"\n".join(map(dumps, rows)))  # type: ignore[attr-defined]
+        self.insert_json(table, b"\n".join(map(dumps, rows)))
         return len(rows)
 
+    # -- reads (bounded queue, time limit)
+    def query_table(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                    timeout_s: float | None = None) -> tuple[list[str], list[list[Any]]]:
+        return self._owner.call(lambda: self._query_table_now(sql, params), write=False,  # type: ignore[attr-defined]
+                                what=sql, timeout_s=timeout_s or self.read_timeout_s)
+
+    def query(self, sql: str, params: Mapping[str, Any] | None = None, *,
+              timeout_s: float | None = None) -> list[dict[str, Any]]:
+        cols, rows = self.query_table(sql, params, timeout_s=timeout_s)
+        return [dict(zip(cols, r)) for r in rows]
+
+    async def aquery_table(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                           timeout_s: float | None = None) -> tuple[list[str], list[list[Any]]]:
+        return await self._owner.acall(lambda: self._query_table_now(sql, params), write=False,  # type: ignore[attr-defined]
+                                       what=sql, timeout_s=timeout_s or self.read_timeout_s)
+
+    async def aquery(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                     timeout_s: float | None = None) -> list[dict[str, Any]]:
+        cols, rows = await self.aquery_table(sql, params, timeout_s=timeout_s)
+        return [dict(zip(cols, r)) for r in rows]
+
+    # -- schema
     def migrate(self) -> list[int]:
-        """Apply every ``sinks/sql`` file not yet recorded in ``schema_migrations``."""
-        self.execute(_MIGRATIONS_DDL)  # type: ignore[attr-defined]
+        """Apply every ``sinks/sql`` file not yet recorded in ``schema_migrations`` (one write
+        on the owner: nothing else runs between its statements)."""
+        return self._owner.call(self._migrate_now, write=True, what="schema migration")
+
+    def _migrate_now(self) -> list[int]:
+        self.execute(_MIGRATIONS_DDL)
         done = {int(r["version"]) for r in self.query("SELECT version FROM schema_migrations")}
         applied = []
         for version, name, stmts in migrations():
@@ -124,7 +337,7 @@ class _Base:
                 continue
             for stmt in stmts:
                 try:
-                    self.execute(stmt)  # type: ignore[attr-defined]
+                    self.execute(stmt)
                 except StoreError as e:
                     raise StoreError(f"migration {version:03d}_{name}.sql failed: {e}") from None
             self.insert("schema_migrations", [{"version": version, "name": name}])
@@ -132,10 +345,16 @@ class _Base:
             log.info("schema migration applied", extra={"version": version, "migration": name})
         return applied
 
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # type: ignore[attr-defined]
+
 
 # ------------------------------------------------------------------ chDB
 _lock = threading.Lock()
-_sessions: dict[str, list[Any]] = {}  # realpath -> [session, refcount]
+_sessions: dict[str, list[Any]] = {}  # realpath -> [session, owner, refcount]
 
 
 def _owner_pid(path: Path) -> int | None:
@@ -165,20 +384,37 @@ def _probe_lock(path: Path) -> None:
         os.close(fd)
 
 
+def _open_session(real: str) -> Any:
+    """The chDB session of ``real`` (runs on its owner thread: chDB is only touched there)."""
+    from chdb import session as chs
+
+    Path(real).mkdir(parents=True, exist_ok=True)
+    _probe_lock(Path(real))
+    try:
+        sess = chs.Session(real)
+    except Exception as e:  # chDB reports a held lock as a generic init failure
+        if "lock" in str(e).lower() or "EmbeddedServer" in str(e):
+            raise StoreLocked(real, _owner_pid(Path(real))) from None
+        raise StoreError(f"cannot open chDB store {real}: {e}") from None
+    sess.query("SET output_format_json_quote_64bit_integers = 0")
+    sess.query("SET output_format_json_quote_denormals = 0")
+    return sess
+
+
 class ChdbStore(_Base):
-    """Embedded chDB in a data directory (one per process; shared by every Store in it)."""
+    """Embedded chDB in a data directory (one per process; every Store of it shares one
+    session and one owner thread)."""
 
     backend = "chdb"
 
-    def __init__(self, path: str) -> None:
-        from chdb import session as chs
-
+    def __init__(self, path: str, *, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         real = os.path.realpath(path)
         self.location = real
+        self.read_timeout_s = read_timeout_s
         with _lock:
             if real in _sessions:
-                _sessions[real][1] += 1
-                self._s = _sessions[real][0]
+                _sessions[real][2] += 1
+                self._s, self._owner = _sessions[real][0], _sessions[real][1]
             else:
                 if _sessions:
                     other = next(iter(_sessions))
@@ -186,27 +422,23 @@ class ChdbStore(_Base):
                         f"this process already has store {other} open; chDB opens one data "
                         f"directory per process: close it before opening {real}"
                     )
-                Path(real).mkdir(parents=True, exist_ok=True)
-                _probe_lock(Path(real))
+                owner = StoreOwner("chdb", threads=1)
                 try:
-                    sess = chs.Session(real)
-                except Exception as e:  # chDB reports a held lock as a generic init failure
-                    if "lock" in str(e).lower() or "EmbeddedServer" in str(e):
-                        raise StoreLocked(real, _owner_pid(Path(real))) from None
-                    raise StoreError(f"cannot open chDB store {real}: {e}") from None
-                sess.query("SET output_format_json_quote_64bit_integers = 0")
-                sess.query("SET output_format_json_quote_denormals = 0")
-                _sessions[real] = [sess, 1]
-                self._s = sess
+                    sess = owner.call(lambda: _open_session(real), write=True, what=f"open {real}")
+                except BaseException:
+                    owner.close()
+                    raise
+                _sessions[real] = [sess, owner, 1]
+                self._s, self._owner = sess, owner
         self._closed = False
 
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+    def _execute_now(self, sql: str, params: Mapping[str, Any] | None) -> None:
         try:
             self._s.query(sql, "Null", params=_chdb_params(params))
         except Exception as e:
             raise StoreError(f"{_head(sql)}: {e}") from None
 
-    def query_table(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
+    def _query_table_now(self, sql: str, params: Mapping[str, Any] | None) -> tuple[list[str], list[list[Any]]]:
         try:
             res = self._s.query(sql, "JSONCompactEachRowWithNames", params=_chdb_params(params))
         except Exception as e:
@@ -218,26 +450,17 @@ class ChdbStore(_Base):
         cols = orjson.loads(lines[0])
         return cols, [orjson.loads(ln) for ln in lines[1:] if ln]
 
-    def insert_json(self, table: str, lines: bytes) -> None:
-        if not lines:
-            return
-        _check_ident(table)
+    def _insert_json_now(self, table: str, lines: bytes) -> None:
         try:
             self._s.query(f"INSERT INTO {table} FORMAT JSONEachRow\n" + lines.decode("utf-8"), "Null")
         except Exception as e:
             raise StoreError(f"insert into {table}: {e}") from None
 
-    def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None:
-        """Column-oriented insert through chDB's ``Python()`` table function (no text
-        round trip: the fastest path, see bench/sink.py). Values must be str/int/float."""
-        _check_ident(table)
-        names = list(columns)
-        if not names or not len(columns[names[0]]):
-            return
-        for n in names:
-            _check_ident(n)
-        fl_cols = dict(columns)  # noqa: F841 - chDB finds it by name in this frame
-        cols = ", ".join(names)
+    def _insert_columns_now(self, table: str, columns: Mapping[str, list[Any]]) -> None:
+        """Through chDB's ``Python()`` table function (no text round trip: the fastest path,
+        see bench/sink.py). chDB finds ``fl_cols`` by name in this frame."""
+        fl_cols = dict(columns)  # noqa: F841 - read by chDB from this frame
+        cols = ", ".join(columns)
         try:
             self._s.query(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM Python(fl_cols)", "Null")
         except Exception as e:
@@ -251,45 +474,48 @@ class ChdbStore(_Base):
             entry = _sessions.get(self.location)
             if entry is None:
                 return
-            entry[1] -= 1
-            if entry[1] <= 0:
-                del _sessions[self.location]
-                entry[0].close()
-
-    def __enter__(self) -> "ChdbStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            entry[2] -= 1
+            if entry[2] > 0:
+                return
+            del _sessions[self.location]
+        sess, owner = entry[0], entry[1]
+        try:
+            owner.call(sess.close, write=True, what=f"close {self.location}")
+        finally:
+            owner.close()
 
 
 # ------------------------------------------------------------------ server
 class ServerStore(_Base):
-    """A ClickHouse server over HTTP (``clickhouse-connect``)."""
+    """A ClickHouse server over HTTP (``clickhouse-connect``): a small owner pool, since a
+    server serves concurrent queries (no session state is shared between them)."""
 
     backend = "clickhouse"
+    POOL = 4
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         import clickhouse_connect
         from urllib.parse import urlsplit
 
         parts = urlsplit(url)
         self.location = f"{parts.scheme}://{parts.hostname}:{parts.port or 8123}{parts.path or ''}"
+        self.read_timeout_s = read_timeout_s
         try:
-            self._c = clickhouse_connect.get_client(dsn=url, settings={
+            self._c = clickhouse_connect.get_client(dsn=url, autogenerate_session_id=False, settings={
                 "output_format_json_quote_64bit_integers": 0,
             })
         except Exception as e:
             raise StoreError(f"cannot connect to ClickHouse at {self.location}: {e}; "
                              "check FAULTLINE_CLICKHOUSE_URL") from None
+        self._owner = StoreOwner("clickhouse", threads=self.POOL)
 
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+    def _execute_now(self, sql: str, params: Mapping[str, Any] | None) -> None:
         try:
             self._c.command(sql, parameters=dict(params) if params else None)
         except Exception as e:
             raise StoreError(f"{_head(sql)}: {e}") from None
 
-    def query_table(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
+    def _query_table_now(self, sql: str, params: Mapping[str, Any] | None) -> tuple[list[str], list[list[Any]]]:
         try:
             raw = self._c.raw_query(sql, parameters=dict(params) if params else None,
                                     fmt="JSONCompactEachRowWithNames")
@@ -300,20 +526,14 @@ class ServerStore(_Base):
             return [], []
         return orjson.loads(lines[0]), [orjson.loads(ln) for ln in lines[1:] if ln]
 
-    def insert_json(self, table: str, lines: bytes) -> None:
-        if not lines:
-            return
-        _check_ident(table)
+    def _insert_json_now(self, table: str, lines: bytes) -> None:
         try:
             self._c.raw_insert(table, insert_block=lines, fmt="JSONEachRow")
         except Exception as e:
             raise StoreError(f"insert into {table}: {e}") from None
 
-    def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None:
-        _check_ident(table)
+    def _insert_columns_now(self, table: str, columns: Mapping[str, list[Any]]) -> None:
         names = list(columns)
-        if not names or not len(columns[names[0]]):
-            return
         try:
             self._c.insert(table, data=[columns[n] for n in names], column_names=names, column_oriented=True)
         except Exception as e:
@@ -321,15 +541,11 @@ class ServerStore(_Base):
 
     def close(self) -> None:
         try:
-            self._c.close()
+            self._owner.call(self._c.close, write=True, what="close")
         except Exception:  # pragma: no cover - best effort
             pass
-
-    def __enter__(self) -> "ServerStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        finally:
+            self._owner.close()
 
 
 def _literal(v: Any) -> str:
