@@ -24,6 +24,7 @@ from msgspec import Struct
 from ..schemas.codec import MAX_EVENT_BYTES, MAX_FUTURE_MS, ContractError, decode, decode_fast, now_ms
 from ..schemas.events import INTERRUPTION_STATES, KIND_MODELS, Envelope
 from ..schemas.outputs import Alert, Incident, Retry
+from .clock import TOLERANCE_MS, EventClock, source_of
 from .correlate import CorrelateConfig, correlate, incident_id
 from .detectors.config import DetectorConfig
 from .detectors.job import AttemptRecord, JobState, checkpoint_stale, feed_job, stalled
@@ -56,6 +57,9 @@ class EngineConfig(Struct, frozen=True, kw_only=True):
     retention_ms: int = 6 * 3_600_000   # signals / finished jobs kept this long (event time)
     max_jobs: int = 100_000
     max_nodes: int = 200_000
+    #: an event further ahead of the fleet's event time than this does not move it alone
+    #: (``streams.clock``); it is processed and counted in ``Stats.skewed``
+    skew_tolerance_ms: int = TOLERANCE_MS
 
     @classmethod
     def from_settings(cls, settings: Any) -> "EngineConfig":
@@ -72,6 +76,11 @@ class Stats(Struct, kw_only=True):
     alerts_suppressed: int = 0
     incidents_emitted: int = 0
     reasons: dict[str, int] = {}
+    #: events stamped ahead of the fleet's event time by more than the skew tolerance (and
+    #: never caught up with): processed, but they did not move event time
+    skewed: int = 0
+    #: source (node, switch, producer) -> how far ahead (ms) its flagged events were, at most
+    skewed_sources: dict[str, int] = {}
 
 
 class SeenIds:
@@ -138,7 +147,8 @@ class Engine:
         self.jobs: dict[str, JobState] = {}
         self._seen = SeenIds(self.cfg.dedup_cap)
         self._buf: list[tuple[int, str, Envelope]] = []     # reorder buffer, sorted on release
-        self._max_ts = -(1 << 62)
+        self.clock = EventClock(self.cfg.skew_tolerance_ms)
+        self._max_ts = -(1 << 62)       # the fleet's event time (``clock.now``)
         self._wm = -(1 << 62)           # released up to here
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._heap_due: list[tuple[int, str, int]] = []
@@ -164,7 +174,11 @@ class Engine:
         buf = self._buf
         stats = self.stats
         wm = self._wm
+        clock = self.clock
         max_ts = self._max_ts
+        tol = clock.tolerance_ms
+        # events up to ``lim`` move event time without asking the clock (the fast path)
+        lim = max_ts + tol if clock.steady else -(1 << 62)
         limit = now + MAX_FUTURE_MS
         fast = decode_fast
         for item in batch:
@@ -201,17 +215,31 @@ class Engine:
                 continue
             stats.events += 1
             ts = ev.ts
-            if ts > max_ts:
-                max_ts = ts
+            if ts <= lim:
+                if ts > max_ts:
+                    max_ts = ts
+                    lim = ts + tol
+            else:
+                clock.now = max_ts
+                clock.observe(source_of(ev), ts)
+                max_ts = clock.now
+                lim = max_ts + tol if clock.steady else -(1 << 62)
             if ts < wm:
                 stats.late += 1
                 self._apply(ev)
                 self._late(ev)
             else:
                 buf.append((ts, eid, ev))
-        self._max_ts = max_ts
+        self._max_ts = clock.now = max_ts
+        if clock.flags or clock.flagged_other:
+            self._count_skewed()
         self._release(self._max_ts - self.cfg.lateness_ms)
         return self._drain()
+
+    def _count_skewed(self) -> None:
+        flags = self.clock.skewed()
+        self.stats.skewed = sum(f.events for f in flags) + self.clock.flagged_other
+        self.stats.skewed_sources = {f.source: f.ahead_ms for f in flags[:100]}
 
     def skip(self, n: int = 1) -> None:
         """Count ``n`` inputs (blank lines) as seen, so error positions match line numbers."""
@@ -238,6 +266,12 @@ class Engine:
         time, and close every pending window (an evaluation only uses events up to its
         cutoff, so closing early changes nothing)."""
         self._release(self._max_ts)
+        if self._buf:
+            # ahead of the fleet's time (a skewed clock): processed, but no timer runs up to them
+            ahead = sorted(self._buf, key=_sort_key)
+            self._buf = []
+            for _, _, ev in ahead:
+                self._apply(ev)
         self._fire_due(1 << 62)
         self._fire_due(1 << 62)
         return self._drain()
