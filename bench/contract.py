@@ -92,7 +92,7 @@ def pydantic_adapter():
             return Annotated[conv(base), Field(**kw)]
         if origin is Union:
             return Union[tuple(conv(a) for a in typing.get_args(tp))]
-        if origin is list:
+        if origin is list or origin is tuple:  # tuple[X, ...] fields (throttle): a JSON array either way
             return list[conv(typing.get_args(tp)[0])]
         if origin is dict:
             k, v = typing.get_args(tp)

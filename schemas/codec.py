@@ -9,7 +9,7 @@ from typing import Any, Iterable, Iterator
 import msgspec
 import orjson
 
-from .events import Envelope, Event
+from .events import INT64_MAX, INT64_MIN, MAX_EPOCH_MS, Envelope, Event
 
 MAX_EVENT_BYTES = 256 * 1024
 MAX_FUTURE_MS = 24 * 3600 * 1000
@@ -29,11 +29,35 @@ class ContractError(ValueError):
 
 
 _decoder = msgspec.json.Decoder(Event)
-#: the bare msgspec decoder behind ``decode``, for hot loops that inline the fast path:
-#: ``decode_fast(raw)`` raises msgspec errors and skips the size and future-ts checks, so a
-#: caller must check ``len(raw) <= MAX_EVENT_BYTES`` and ``ev.ts <= now + MAX_FUTURE_MS`` and
-#: call ``decode`` on any failure for the ``ContractError`` and its reason
-decode_fast = _decoder.decode
+_decode = _decoder.decode
+
+
+def decode_fast(raw: bytes) -> Event:
+    """The bare fast path behind ``decode``, for hot loops that inline it: msgspec's decode
+    plus the UTF-8 check of bytes msgspec skips (unknown fields). It raises msgspec errors
+    (or ``UnicodeDecodeError``) and skips the size and future-ts checks, so a caller must check
+    ``len(raw) <= MAX_EVENT_BYTES`` and ``ev.ts <= now + MAX_FUTURE_MS`` and call ``decode``
+    on any failure for the ``ContractError`` and its reason. Accepts exactly what ``decode``
+    accepts within those two checks."""
+    ev = _decode(raw)
+    if not raw.isascii():
+        raw.decode()
+    return ev
+
+
+def check_utf8(raw: bytes | bytearray) -> None:
+    """Raise ``ContractError`` unless ``raw`` is valid UTF-8 (surrogates and overlong forms
+    included). msgspec validates the strings it decodes but skips unknown fields unread, so
+    ``{"x": "\xff"}`` inside ``data`` passes its decode; the store keeps ``data`` verbatim
+    and every orjson reader would fail on it later. Near-free for ASCII (``isascii``)."""
+    if raw.isascii():
+        return
+    try:
+        raw.decode()
+    except UnicodeDecodeError as e:
+        raise ContractError(f"not valid JSON: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+
+
 _encoder = msgspec.json.Encoder()
 
 
@@ -45,6 +69,20 @@ def _path_of(msg: str) -> str | None:
         name = msg[31 : msg.index("`", 31)]
         return f"{at or '$'}.{name}"
     return at
+
+
+_RANGE_PREFIXES = ("Expected `int` >=", "Expected `int` <=", "Expected `float` >=", "Expected `float` <=")
+_BOUND_NAMES = {str(INT64_MAX): "2^63-1, the signed 64-bit limit", str(INT64_MIN): "-2^63, the signed 64-bit limit",
+                str(MAX_EPOCH_MS): "2^53-1, the epoch-ms limit"}
+
+
+def _range_reason(msg: str) -> str:
+    """msgspec's range message with the bound named: ``Expected `int` <= 9223372036854775807
+    (2^63-1, the signed 64-bit limit) - at `$.data.ecc_sbe```."""
+    head, sep, at = msg.partition(" - at ")
+    bound = head.rsplit(" ", 1)[-1]
+    name = _BOUND_NAMES.get(bound)
+    return f"{head} ({name}){sep}{at}" if name else msg
 
 
 def now_ms() -> int:
@@ -62,19 +100,24 @@ def decode(raw: bytes | bytearray | memoryview | str, *, now: int | None = None)
             raw = raw.encode()
         except UnicodeEncodeError as e:
             raise ContractError(f"not valid JSON: not encodable as UTF-8 ({e.reason} at character {e.start})") from None
+    elif type(raw) is memoryview:
+        raw = bytes(raw)
     if len(raw) > MAX_EVENT_BYTES:
         raise ContractError(f"event is {len(raw)} bytes, larger than the {MAX_EVENT_BYTES}-byte limit")
     try:
-        ev = _decoder.decode(raw)
+        ev = _decode(raw)
     except msgspec.ValidationError as e:
         msg = str(e)
         if msg.startswith("Invalid value") and "`$.kind`" in msg:
             msg = "unknown kind " + msg[len("Invalid value "):]
+        elif msg.startswith(_RANGE_PREFIXES):
+            msg = _range_reason(msg)
         raise ContractError(msg, _path_of(msg)) from None
     except msgspec.DecodeError as e:
         raise ContractError(f"not valid JSON: {e}") from None
     except RecursionError:
         raise ContractError("not valid JSON: nesting too deep") from None
+    check_utf8(raw)
     limit = (now_ms() if now is None else now) + MAX_FUTURE_MS
     if ev.ts > limit:
         raise ContractError(f"ts {ev.ts} is more than 24 h in the future - at `$.ts`", "$.ts")

@@ -22,7 +22,22 @@ Str64 = Annotated[str, Meta(min_length=1, max_length=64)]
 #: `node` / `job` of the kinds the contract scopes to a node / a job: required, non-empty
 NodeName = Annotated[str, Meta(min_length=1)]
 JobId = Annotated[str, Meta(min_length=1)]
-NonNeg = Annotated[int, Meta(ge=0)]
+
+# Integer ranges (the contract says "int"; these bounds are faultline's, stated in
+# docs/contract-bounds.md and in `faultline schema export`). msgspec decodes an integer of
+# any size into a Python int, which later fails every msgpack (state, changelog) and
+# orjson encode with an OverflowError/TypeError: one such event wedged every batch after
+# it. So every integer is a signed 64-bit int, checked inside msgspec's C decoder (no
+# measurable cost, bench/contract.py). Counters are >= 0 and also capped at 2^63-1, not
+# 2^64-1: the store reads them as Int64 and the detectors add two of them (in + out
+# errors), which must still fit msgpack's uint64. Epoch-ms times are 0..2^53-1 (exact in a
+# double for JSON/JS readers; the envelope `ts` is further held to now + 24 h).
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+MAX_EPOCH_MS = 2**53 - 1
+Int64 = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
+NonNeg = Annotated[int, Meta(ge=0, le=INT64_MAX)]
+EpochMs = Annotated[int, Meta(ge=0, le=MAX_EPOCH_MS)]
 Pct = Annotated[float, Meta(ge=0, le=100)]
 Counter = Union[NonNeg, None]  # cumulative counters as the device reports them
 Num = Union[float, None]
@@ -75,7 +90,7 @@ class GpuXidData(_Data):
     message: str
     gpu: Union[NonNeg, None] = None
     pci: Union[str, None] = None
-    pid: Union[int, None] = None
+    pid: Union[Int64, None] = None
 
 
 # ---------------------------------------------------------------- hardware (fl.hw)
@@ -150,11 +165,11 @@ class SchedJobData(_Data):
     name: str = ""
     user: str = ""
     ranks: dict[str, Union[str, None]] = {}
-    exit_code: Union[int, None] = None
-    signal: Union[int, None] = None
+    exit_code: Union[Int64, None] = None
+    signal: Union[Int64, None] = None
     image: Union[str, None] = None
-    start_ts: Union[int, None] = None
-    end_ts: Union[int, None] = None
+    start_ts: Union[EpochMs, None] = None
+    end_ts: Union[EpochMs, None] = None
     reason: Union[str, None] = None
 
 
@@ -167,13 +182,13 @@ class SchedNodeData(_Data):
 class RuntimeLogData(_Data):
     stream: Literal["stdout", "stderr", "kernel", "container"]
     message: str
-    rank: Union[int, None] = None
+    rank: Union[Int64, None] = None
     signature: Union[str, None] = None
 
 
 class RuntimeProgressData(_Data):
     step: NonNeg
-    rank: Union[int, None] = None
+    rank: Union[Int64, None] = None
     step_time_s: Num = None
     samples_per_s: Num = None
 
@@ -190,7 +205,7 @@ class RuntimeCheckpointData(_Data):
 class RuntimeContainerData(_Data):
     container: str
     event: Literal["oom_killed", "exited", "killed", "restarted"]
-    exit_code: Union[int, None] = None
+    exit_code: Union[Int64, None] = None
 
 
 # ---------------------------------------------------------------- inventory (fl.inventory)
@@ -226,7 +241,7 @@ class Envelope(Struct, kw_only=True, tag_field="kind", gc=False):
 
     v: Literal[1]
     id: Str64
-    ts: int
+    ts: EpochMs
     source: str
     node: Union[str, None] = None
     job: Union[str, None] = None
