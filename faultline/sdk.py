@@ -41,6 +41,8 @@ log = logging.getLogger("faultline.sdk")
 _PROGRESS = 0
 _CKPT = 1
 _STOP = 2
+#: how often the sender thread looks at the queue when it is empty
+_POLL_S = 0.02
 
 
 class Reporter:
@@ -168,10 +170,17 @@ class Reporter:
         stopping = False
         while True:
             batch = []
-            try:
-                batch.append(await asyncio.to_thread(self._q.get, True, 0.5))
-            except queue.Empty:
-                pass
+            # poll, not asyncio.to_thread(self._q.get): at interpreter exit (a rank dying of
+            # an uncaught exception) concurrent.futures shuts executors down *before* atexit
+            # runs close(), and to_thread then raises "cannot schedule new futures after
+            # shutdown", losing the events that say how the rank ended (seen on a real job)
+            waited = 0.0
+            while not batch and waited < 0.5:
+                try:
+                    batch.append(self._q.get_nowait())
+                except queue.Empty:
+                    await asyncio.sleep(_POLL_S)
+                    waited += _POLL_S
             while len(batch) < 1000:
                 try:
                     batch.append(self._q.get_nowait())
