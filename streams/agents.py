@@ -5,16 +5,20 @@ batches, dead-letter bad input, de-duplicate, run the node side / job side, writ
 The data flow, and why it works with several workers sharing partitions, is drawn in
 ``docs/streams.md`` ("Faust app").
 
-Agents
-- ``node_events``  fl.gpu, fl.hw, fl.storage, fl.inventory, fl.net (key node / switch):
+Each agent is a small class (its state + ``handle_batch``) a test can drive; ``install``
+creates the topics and tables, builds the classes and wires them to Faust:
+
+- ``NodeAgent``    fl.gpu, fl.hw, fl.storage, fl.inventory, fl.net (key node / switch):
   node detectors -> signals (internal topic, key = signal index key) + alerts. Nearly all
   the volume, so not a Faust stream: an app task fed batches of Faust messages by a
-  ``faust_io.RawFeed`` (no Faust event per record), acked once processed.
-- ``signals``      internal signals topic: files each signal in the ``views`` GlobalTable
+  ``faust_compat.RawFeed`` (no Faust event per record), acked once processed.
+- ``SignalsAgent`` internal signals topic: files each signal in the ``views`` GlobalTable
   under its index key and pushes it, keyed by job, to every job whose path it is on.
-- ``job_events``   fl.sched, fl.runtime and the internal jobs topic (all keyed by job,
+- ``JobAgent``     fl.sched, fl.runtime and the internal jobs topic (all keyed by job,
   co-partitioned): job records, reorder buffer, stalls, correlation -> incidents, alerts.
-- timer ``tick``   broadcasts this worker's event-time watermark to every job partition.
+  After a rebalance its ``RecoveryGate`` holds evaluation of the jobs until the partitions
+  this worker took over are re-read (``faust_watermark.RecoveryGate``).
+- ``Ticker``       timer: broadcasts this worker's event-time watermark to every job partition.
 
 Tables (changelog-backed; the in-memory store is rebuilt from the changelog at start)
 - ``nodes``  key = node-topic key: ``NodeDump`` (detector state, coverage, offset fence).
@@ -25,6 +29,10 @@ Tables (changelog-backed; the in-memory store is rebuilt from the changelog at s
 
 Table writes name their changelog partition explicitly (the partition of the key's input
 topics, or 0 for the GlobalTable), so batches mixing partitions stay correct.
+
+A record whose processing raises (a detector bug) is dead-lettered with the reason and the
+rest of its batch goes on; the batch is never retried as a whole, so no record can fail
+the same batch twice. Every Faust / aiokafka internal used here is in ``faust_compat``.
 """
 
 from __future__ import annotations
@@ -34,23 +42,22 @@ import logging
 import os
 import socket
 import time
-from collections import defaultdict
-from typing import Any
+from collections import defaultdict, deque
+from typing import Any, Callable, Iterable
 
-import faust
 import orjson
-from aiokafka import TopicPartition
 from aiokafka.partitioner import murmur2
 
 from ..config import Settings
 from ..schemas.codec import ContractError, dead_letter, decode, encode, now_ms
 from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS, LAYER_TOPICS
+from . import faust_compat as compat
 from .engine import EngineConfig
+from .faust_compat import Dedup, RawFeed
 from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, Shared,
                            decode_signal, encode_signal, jobs_touched_by)
-from .faust_io import Dedup, RawFeed
 from .faust_topics import JOBS, SIGNALS
-from .faust_watermark import Watermarks
+from .faust_watermark import ALWAYS, RecoveryGate, Watermarks
 from .join import index_keys
 
 log = logging.getLogger("faultline.streams.agents")
@@ -68,6 +75,15 @@ NODE_WITHIN_S = 0.1
 NODE_BUSY = 100
 TICK_S = 1.0
 STATS_S = float(os.environ.get("FAULTLINE_WORKER_STATS_S", "30"))
+#: a changelog record larger than this is not written (the producer would refuse it and
+#: crash the worker): the key's state stays in memory only, and an ERROR says so
+MAX_CHANGELOG_BYTES = 900_000
+#: re-evaluations deferred while the recovery gate is closed, at most (oldest dropped)
+MAX_DEFERRED = 100_000
+#: on revoke, how long the in-flight batches may take to finish before the partitions go
+REVOKE_WAIT_S = 10.0
+#: errors of one kind logged at most once per this many seconds (with a count)
+ERROR_EVERY_S = 30.0
 
 
 def partition_of(key: bytes, partitions: int) -> int:
@@ -76,11 +92,12 @@ def partition_of(key: bytes, partitions: int) -> int:
 
 
 class Stats:
-    """Counters of this worker (logged every 30 s; ``app.faultline_stats``)."""
+    """Counters of this worker (logged every ``STATS_S`` seconds)."""
 
     def __init__(self) -> None:
         self.events = 0
         self.dead = 0
+        self.failed = 0          # records dead-lettered because processing them raised
         self.dups = 0
         self.alerts = 0
         self.signals = 0
@@ -94,442 +111,753 @@ class Stats:
         self.ticks_sent = 0
         self.ticks_local = 0
         self.job_batches = 0
+        self.held_batches = 0    # job advances under a closed recovery gate
+        self.deferred = 0        # re-evaluations deferred by the gate
+        self.deferred_dropped = 0
+        self.unwritten = 0       # changelog records too large to write
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _put(table: Any, partition: int, key: bytes, value: bytes | None) -> None:
-    """Set (or delete with None) a table key, writing its changelog to ``partition``."""
-    if value is None:
-        if key in table.data:
-            del table.data[key]
-            table.send_changelog(partition, key, None, value_serializer="raw")
-        return
-    table.data[key] = value
-    table.send_changelog(partition, key, value)
+class RateLimitedLog:
+    """``log.error`` at most once per ``every_s`` per kind, with the count suppressed."""
+
+    def __init__(self, logger: logging.Logger, every_s: float = ERROR_EVERY_S) -> None:
+        self.log = logger
+        self.every_s = every_s
+        self._last: dict[str, float] = {}
+        self._n: dict[str, int] = {}
+
+    def error(self, kind: str, msg: str, *args: Any, exc_info: bool = False, **extra: Any) -> None:
+        now = time.monotonic()
+        if now - self._last.get(kind, -1e18) < self.every_s:
+            self._n[kind] = self._n.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        n = self._n.pop(kind, 0)
+        if n:
+            msg += f" ({n} more like it in the last {self.every_s:.0f} s)"
+        self.log.error(msg, *args, exc_info=exc_info, extra=extra or None)
 
 
-class _Sides:
-    """The worker's node side and job side; recreated (from the tables) after a rebalance."""
+class Tables:
+    """The worker's three tables and the one way it writes them."""
 
-    def __init__(self, shared: Shared, cfg: EngineConfig) -> None:
-        self.node = NodeSide(shared, cfg)
-        self.job = JobSide(shared, cfg)
-        self.loaded_parts: set[int] = set()
+    def __init__(self, nodes: Any, jobs: Any, views: Any, partitions: int, stats: Stats,
+                 errors: RateLimitedLog) -> None:
+        self.nodes, self.jobs, self.views = nodes, jobs, views
+        self.partitions = partitions
+        self.stats = stats
+        self.errors = errors
+
+    def put(self, table: Any, partition: int, key: bytes, value: bytes | None) -> None:
+        """Set (or delete with None) a table key, writing its changelog to ``partition``."""
+        if value is None:
+            if key in table.data:
+                del table.data[key]
+                table.send_changelog(partition, key, None, value_serializer="raw")
+            return
+        table.data[key] = value
+        if len(value) > MAX_CHANGELOG_BYTES:
+            self.stats.unwritten += 1
+            self.errors.error("changelog-size", "state of %r is %d bytes, over the %d-byte changelog "
+                              "limit: kept in memory only (a restart or rebalance loses it)",
+                              key[:80], len(value), MAX_CHANGELOG_BYTES)
+            return
+        table.send_changelog(partition, key, value)
+
+    def put_node(self, key: str, partition: int | None, value: bytes) -> None:
+        b = key.encode()
+        self.put(self.nodes, partition_of(b, self.partitions) if partition is None else partition, b, value)
+
+    def put_job(self, job: str, value: bytes | None) -> None:
+        b = job.encode()
+        self.put(self.jobs, partition_of(b, self.partitions), b, value)
+
+    def jobs_of_partition(self, part: int) -> list[tuple[bytes, bytes]]:
+        P = self.partitions
+        return [(k, v) for k, v in list(self.jobs.data.items()) if partition_of(k, P) == part]
 
 
-def install(app: faust.App, settings: Settings) -> None:
-    """Define the topics, tables, agents and timers on ``app``."""
-    T = settings.topic
-    P = settings.topic_partitions
-    cfg = EngineConfig.from_settings(settings)
-    stats = Stats()
-    worker_id = f"{socket.gethostname()}:{os.getpid()}"
+class Sides:
+    """The worker's node side and job side: caches of the tables, rebuilt after a rebalance
+    (``reset``) from the tables."""
 
-    node_topic = app.topic(*(T(t) for t in NODE_TOPICS))
-    job_topic = app.topic(*(T(t) for t in JOB_TOPICS + (JOBS,)))
-    signals_topic = app.topic(T(SIGNALS))
-    alerts_out = app.topic(T(ALERTS))
-    incidents_out = app.topic(T(INCIDENTS))
-    dead_out = app.topic(T(DEADLETTER))
-    jobs_in = T(JOBS)
-    jobs_out = app.topic(jobs_in)
-    topic_layer = {T(t): layer for layer, t in LAYER_TOPICS.items()}
+    def __init__(self, shared: Shared, views: Any, cfg: EngineConfig) -> None:
+        self.shared, self.views, self.cfg = shared, views, cfg
+        self._cur: tuple[NodeSide, JobSide, set[int]] | None = None
 
-    table_kw: dict[str, Any] = dict(default=None, key_type=bytes, value_type=bytes)
-    nodes = app.Table("nodes", partitions=P, **table_kw)
-    jobs = app.Table("jobs", partitions=P, **table_kw)
-    views = app.GlobalTable("views", partitions=1, recovery_buffer_size=1, **table_kw)
+    def get(self) -> tuple[NodeSide, JobSide, set[int]]:
+        """(node side, job side, job partitions loaded)."""
+        if self._cur is None:
+            self.shared.data = self.views.data
+            self._cur = (NodeSide(self.shared, self.cfg), JobSide(self.shared, self.cfg), set())
+        return self._cur
 
-    shared = Shared(views.data, lambda k, v: _put(views, 0, k, v),
-                    retention_ms=cfg.retention_ms)
-    input_topics = {T(t) for t in NODE_TOPICS + JOB_TOPICS}
+    def current(self) -> tuple[NodeSide, JobSide, set[int]] | None:
+        return self._cur
 
-    def offsets(topic: str, partition: int) -> tuple[int | None, int | None]:
-        """(high-water mark, fetch position) of an input partition as this worker's Kafka
-        consumer last saw them (from its fetch responses; no request)."""
-        c = app.consumer._thread._ensure_consumer()   # the aiokafka consumer
-        st = c._subscription.subscription.assignment.state_value(TopicPartition(topic, partition))
-        if st is None:
-            return None, None
-        return st.highwater, st._position
+    def reset(self) -> None:
+        self._cur = None
 
-    wms = Watermarks(offsets=offsets)
-    node_dedup = Dedup()
-    box = {"sides": None}
 
-    def sides() -> _Sides:
-        s = box["sides"]
-        if s is None:
-            shared.data = views.data
-            s = box["sides"] = _Sides(shared, cfg)
-        return s  # type: ignore[return-value]
+class Outbox:
+    """Sends dead letters, alerts, incidents and signals."""
 
-    app.faultline_stats = stats  # type: ignore[attr-defined]
-    app.faultline_tables = {"nodes": nodes, "jobs": jobs, "views": views}  # type: ignore[attr-defined]
-    app.faultline_shared = shared  # type: ignore[attr-defined]
+    def __init__(self, app: Any, settings: Settings, stats: Stats) -> None:
+        T = settings.topic
+        self.alerts = app.topic(T(ALERTS))
+        self.incidents = app.topic(T(INCIDENTS))
+        self.dead_out = app.topic(T(DEADLETTER))
+        self.signals_topic = app.topic(T(SIGNALS))
+        self.stats = stats
 
-    @app.on_partitions_revoked.connect
-    async def _on_revoked(sender: Any, revoked: Any = None, **kw: Any) -> None:
-        # in-memory sides are caches of the tables: rebuild them for the new assignment
-        box["sides"] = None
-        node_feed.clear()   # unacked: Faust seeks to the committed offsets after the rebalance
-        shared.forget_overlay()
-        wms.forget_partitions()
-
-    # ------------------------------------------------------------------ helpers
-    def decode_events(batch: list[Any]) -> tuple[list[tuple[Any, Any]], list[bytes]]:
-        """(event, message) pairs for the valid inputs among ``batch`` (Faust messages);
-        dead-letter records for the others."""
-        now = now_ms()
-        ok: list[tuple[Any, Any]] = []
-        dead: list[bytes] = []
-        layer_of = topic_layer.get
-        for m in batch:
-            raw = m.value
-            if raw is None:
-                dead.append(dead_letter(b"", "empty message (null value)", m.topic, m.partition, m.offset, now))
-                continue
-            try:
-                ev = decode(raw, now=now)
-            except ContractError as err:
-                dead.append(dead_letter(raw, err.reason, m.topic, m.partition, m.offset, now))
-                continue
-            except Exception as err:  # noqa: BLE001 - one message never crashes the agent
-                dead.append(dead_letter(raw, f"undecodable: {type(err).__name__}: {err}",
-                                        m.topic, m.partition, m.offset, now))
-                continue
-            layer = layer_of(m.topic)
-            if layer is not None and ev.layer != layer:
-                dead.append(dead_letter(raw, f"kind {ev.kind} (layer {ev.layer}) does not belong on "
-                                        f"{m.topic}: publish it to {LAYER_TOPICS[ev.layer]}",
-                                        m.topic, m.partition, m.offset, now))
-                continue
-            ok.append((ev, m))
-        return ok, dead
-
-    async def send_dead(blobs: list[bytes]) -> None:
+    async def dead(self, blobs: list[bytes]) -> None:
         for b in blobs:
-            await dead_out.send(value=b)
-        stats.dead += len(blobs)
+            await self.dead_out.send(value=b)
+        self.stats.dead += len(blobs)
 
-    async def send_outputs(outs: list[Any]) -> None:
+    async def outputs(self, outs: list[Any]) -> None:
         for o in outs:
             if hasattr(o, "revision"):      # Incident
-                await incidents_out.send(key=o.job.encode(), value=encode(o))
-                stats.incidents += 1
+                await self.incidents.send(key=o.job.encode(), value=encode(o))
+                self.stats.incidents += 1
             else:                            # Alert
                 key = (o.job or o.node or o.subject or "").encode()
-                await alerts_out.send(key=key, value=encode(o))
-                stats.alerts += 1
+                await self.alerts.send(key=key, value=encode(o))
+                self.stats.alerts += 1
 
-    async def send_signals(sigs: list[Any]) -> None:
+    async def signals(self, sigs: list[Any]) -> None:
         for s in sigs:
             blob = encode_signal(s)
             for k in index_keys(s):
-                await signals_topic.send(key=k.encode(), value=blob)
-        stats.signals += len(sigs)
+                await self.signals_topic.send(key=k.encode(), value=blob)
+        self.stats.signals += len(sigs)
 
-    def node_feed_one(sd: _Sides, ev: Any, m: Any, parts: dict[str, int]) -> None:
+
+def decode_events(batch: list[Any], topic_layer: dict[str, str]
+                  ) -> tuple[list[tuple[Any, Any]], list[bytes]]:
+    """(event, message) pairs for the valid inputs among ``batch`` (Faust messages);
+    dead-letter records for the others."""
+    now = now_ms()
+    ok: list[tuple[Any, Any]] = []
+    dead: list[bytes] = []
+    layer_of = topic_layer.get
+    for m in batch:
+        raw = m.value
+        if raw is None:
+            dead.append(dead_letter(b"", "empty message (null value)", m.topic, m.partition, m.offset, now))
+            continue
+        try:
+            ev = decode(raw, now=now)
+        except ContractError as err:
+            dead.append(dead_letter(raw, err.reason, m.topic, m.partition, m.offset, now))
+            continue
+        except Exception as err:  # noqa: BLE001 - one message never crashes the agent
+            dead.append(dead_letter(raw, f"undecodable: {type(err).__name__}: {err}",
+                                    m.topic, m.partition, m.offset, now))
+            continue
+        layer = layer_of(m.topic)
+        if layer is not None and ev.layer != layer:
+            dead.append(dead_letter(raw, f"kind {ev.kind} (layer {ev.layer}) does not belong on "
+                                    f"{m.topic}: publish it to {LAYER_TOPICS[ev.layer]}",
+                                    m.topic, m.partition, m.offset, now))
+            continue
+        ok.append((ev, m))
+    return ok, dead
+
+
+def failed_letter(m: Any, err: BaseException, what: str) -> bytes:
+    """The dead letter of a record whose processing raised."""
+    return dead_letter(m.value or b"", f"{what} failed on this record: {type(err).__name__}: {err}",
+                       m.topic, m.partition, m.offset, now_ms())
+
+
+def observe_batch(wms: Watermarks, batch: list[Any], events: Iterable[tuple[Any, Any]] = ()) -> None:
+    """Record the event times and offsets of a processed batch (Faust messages) in the
+    watermark (after processing: the job side must not see time pass before the batch's
+    signals exist). Per partition: the highest ts and the last offset."""
+    hi: dict[tuple[str, int], int] = {}
+    for ev, m in events:
+        k = (m.topic, m.partition)
+        if ev.ts > hi.get(k, -(1 << 62)):
+            hi[k] = ev.ts
+    for (t, p), ts in hi.items():
+        wms.observe(t, p, ts)
+    last: dict[tuple[str, int], int] = {}
+    for m in batch:
+        last[(m.topic, m.partition)] = m.offset
+    for (t, p), off in last.items():
+        wms.read(t, p, off)
+
+
+# ---------------------------------------------------------------------------- node side
+class NodeAgent:
+    """Node-keyed records: node detectors, node table writes, signals and alerts.
+
+    ``handle_batch`` takes Faust messages (from the ``RawFeed``). The job agent's
+    ``local_signals`` gets this worker's own signals right away (``deliver``)."""
+
+    def __init__(self, sides: Sides, tables: Tables, outbox: Outbox, wms: Watermarks,
+                 stats: Stats, topic_layer: dict[str, str],
+                 deliver: Callable[[JobSide, list[Any]], None]) -> None:
+        self.sides, self.tables, self.outbox, self.wms = sides, tables, outbox, wms
+        self.stats, self.topic_layer, self.deliver = stats, topic_layer, deliver
+        self.dedup = Dedup()
+        self.lock = asyncio.Lock()
+        self.errors = tables.errors
+
+    def feed_one(self, ns: NodeSide, ev: Any, m: Any, parts: dict[str, int], dead: list[bytes]) -> None:
         key = (m.key or b"").decode("utf-8", "replace")
-        ns = sd.node
         if key not in ns.nodes:
-            ns.load(key, nodes.data.get(key.encode()))
+            ns.load(key, self.tables.nodes.data.get(key.encode()))
         if not ns.accept(key, m.topic, m.partition, m.offset):
-            stats.dups += 1
+            self.stats.dups += 1
             return
-        ns.feed(key, ev)
+        try:
+            ns.feed(key, ev)
+        except Exception as err:  # noqa: BLE001 - a detector bug: this record only
+            self.stats.failed += 1
+            dead.append(failed_letter(m, err, "the node detectors"))
+            self.errors.error("node-feed", "node detectors failed on %s/%d@%d: %s: %s", m.topic,
+                              m.partition, m.offset, type(err).__name__, err, exc_info=True)
         parts[key] = m.partition
 
-    async def node_flush(sd: _Sides, parts: dict[str, int], after_local: Any = None) -> None:
-        ns = sd.node
-        ns.flush_shared()
-        for key in ns.dirty:
-            part = parts.get(key)
-            if part is None:
-                part = partition_of(key.encode(), P)
-            _put(nodes, part, key.encode(), ns.dump(key))
+    def write_dirty(self, ns: NodeSide, parts: dict[str, int]) -> None:
+        for key in list(ns.dirty):
+            try:
+                blob = ns.dump(key)
+            except Exception as err:  # noqa: BLE001 - this key's state cannot be encoded
+                self.errors.error("node-dump", "node state of %r cannot be encoded (%s: %s): "
+                                  "dropped, reloaded from the table", key, type(err).__name__, err)
+                ns.nodes.pop(key, None)
+                ns.fences.pop(key, None)
+                continue
+            self.tables.put_node(key, parts.get(key), blob)
         ns.dirty.clear()
+
+    async def flush(self, ns: NodeSide, js: JobSide, parts: dict[str, int],
+                    after_local: Callable[[], None] | None = None) -> None:
+        ns.flush_shared()
+        self.write_dirty(ns, parts)
         sigs, outs = ns.take()
-        deliver_local(sd, sigs)
+        self.deliver(js, sigs)
         if after_local is not None:
             after_local()
-        await send_signals(sigs)
-        await send_outputs(outs)
+        await self.outbox.signals(sigs)
+        await self.outbox.outputs(outs)
 
-    def deliver_local(sd: _Sides, sigs: list[Any]) -> None:
+    async def handle_batch(self, batch: list[Any]) -> None:
+        async with self.lock:
+            ns, js, _ = self.sides.get()
+            ok, dead = decode_events(batch, self.topic_layer)
+            parts: dict[str, int] = {}
+            fresh = self.dedup.fresh
+            for ev, m in ok:
+                if not fresh(ev.id):
+                    self.stats.dups += 1
+                    continue
+                self.feed_one(ns, ev, m, parts, dead)
+            await self.outbox.dead(dead)
+            self.stats.events += len(ok)
+            await self.flush(ns, js, parts, after_local=lambda: observe_batch(self.wms, batch, ok))
+
+
+# ---------------------------------------------------------------------------- signals -> jobs
+class SignalsAgent:
+    """Files each signal of the internal signals topic in the GlobalTable and pushes it to
+    the jobs whose resources it is on (internal jobs topic, key = job)."""
+
+    def __init__(self, shared: Shared, jobs_out: Any, cfg: EngineConfig, stats: Stats) -> None:
+        self.shared, self.jobs_out, self.cfg, self.stats = shared, jobs_out, cfg, stats
+
+    async def handle_batch(self, batch: list[tuple[bytes | None, bytes | None]]) -> None:
+        """``batch``: (key, value) of internal signal records."""
+        by_key: dict[str, list[Any]] = defaultdict(list)
+        for key, value in batch:
+            try:
+                by_key[(key or b"").decode()].append(decode_signal(value or b""))
+            except Exception as err:  # noqa: BLE001 - internal topic; should not happen
+                log.warning("bad internal signal record", extra={"error": str(err)})
+        ccfg = self.cfg.correlate
+        for key, sigs in by_key.items():
+            for s in self.shared.add_signals(key, sigs):
+                targets = jobs_touched_by(self.shared, key, s, ccfg.lookback_ms, ccfg.settle_ms)
+                if s.job and s.job not in targets:
+                    targets.append(s.job)
+                for job in targets:
+                    await self.jobs_out.send(key=job.encode(), value=b"S" + encode_signal(s))
+                    self.stats.pushes += 1
+
+
+# ---------------------------------------------------------------------------- job side
+class JobAgent:
+    """Job-keyed records (fl.sched, fl.runtime, internal jobs topic): the job side, its
+    table writes, and the recovery gate (module doc)."""
+
+    def __init__(self, sides: Sides, tables: Tables, outbox: Outbox, wms: Watermarks,
+                 stats: Stats, topic_layer: dict[str, str], cfg: EngineConfig, *,
+                 jobs_in: str, job_topics: Iterable[str], worker_id: str) -> None:
+        self.sides, self.tables, self.outbox, self.wms = sides, tables, outbox, wms
+        self.stats, self.topic_layer, self.cfg = stats, topic_layer, cfg
+        self.jobs_in = jobs_in
+        self.job_topics = frozenset(job_topics) | {jobs_in}
+        self.worker_id = worker_id
+        self.gate = RecoveryGate(ts_topics=job_topics)
+        self.deferred: deque[tuple[str | None, Any]] = deque()
+        self.lock = asyncio.Lock()
+        self.node: NodeAgent | None = None        # set by install (sched.node records)
+        self.errors = tables.errors
+        self._assigned: set[tuple[str, int]] = set()
+
+    # ---------------------------------------------------------- rebalance
+    def on_assigned(self, job_actives: set[tuple[str, int]]) -> None:
+        """The job partitions assigned now: gate the ones that are new to this worker."""
+        new = job_actives - self._assigned
+        self._assigned = set(job_actives)
+        self.gate.retain(job_actives)
+        self.gate.assign(new)
+        if new:
+            log.info("recovery gate: holding job evaluation until %d newly assigned job "
+                     "partitions are re-read", len(new), extra={"partitions": sorted(new)})
+
+    def set_targets(self, ends: dict[tuple[str, int], int], starts: dict[tuple[str, int], int | None]) -> None:
+        self.gate.set_targets(ends, starts)
+
+    # ---------------------------------------------------------- loading
+    def ensure_partition_loaded(self, js: JobSide, loaded: set[int], part: int) -> None:
+        """After (re)start or rebalance: load every job of ``part`` from the table, so its
+        pending evaluations and stall timers run even if the job gets no new event."""
+        if part in loaded:
+            return
+        loaded.add(part)
+        for k, v in self.tables.jobs_of_partition(part):
+            js.load(k.decode(), v)
+
+    def _load(self, js: JobSide, job: str) -> None:
+        if job not in js.jobs:
+            js.load(job, self.tables.jobs.data.get(job.encode()))
+
+    # ---------------------------------------------------------- signals
+    def _defer(self, job: str | None, sig: Any) -> None:
+        if len(self.deferred) >= MAX_DEFERRED:
+            self.deferred.popleft()
+            self.stats.deferred_dropped += 1
+        self.deferred.append((job, sig))
+        self.stats.deferred += 1
+
+    def local_signals(self, js: JobSide, sigs: list[Any]) -> None:
         """Hand this worker's own node-side signals to its job side right away (no await in
         between): a job evaluated here once the watermark passes the event never misses the
         signal that is still on its way through the internal topics (that hop may lag far
-        behind under load). Incidents already evaluated whose window they fall in re-run."""
-        if not sigs:
-            return
-        js = sd.job
-        ccfg = cfg.correlate
+        behind under load). Incidents already evaluated whose window they fall in re-run
+        (deferred while the recovery gate is closed)."""
+        held = not self.gate.open()
         for s in sigs:
             if s.subject.startswith("job:") or s.kind == "container_oom":
                 continue   # job-scoped: not in the index (Engine._on_signal)
             if not js.index.remember(s):  # type: ignore[attr-defined]
                 continue
-            if not js._inc_ctx:
-                continue
-            jobs_of = set()
-            for k in index_keys(s):
-                jobs_of.update(jobs_touched_by(shared, k, s, ccfg.lookback_ms, ccfg.settle_ms))
-            for job in sorted(jobs_of):
-                js.reevaluate_for(job, s)
+            if held:
+                self._defer(None, s)
+            else:
+                self._reevaluate_local(js, s)
 
-    def read_all(batch: list[Any], events: list[tuple[Any, Any]] = ()) -> None:
-        """Record the event times and offsets of a processed batch (Faust messages) in the
-        watermark (after processing: the job side must not see time pass before the batch's
-        signals exist). Per partition: the highest ts and the last offset."""
-        hi: dict[tuple[str, int], int] = {}
-        for ev, m in events:
-            k = (m.topic, m.partition)
-            if ev.ts > hi.get(k, -(1 << 62)):
-                hi[k] = ev.ts
-        for (t, p), ts in hi.items():
-            wms.observe(t, p, ts)
-        last: dict[tuple[str, int], int] = {}
-        for m in batch:
-            last[(m.topic, m.partition)] = m.offset
-        for (t, p), off in last.items():
-            wms.read(t, p, off)
-
-    # ------------------------------------------------------------------ node side
-    # The node topics carry nearly all the volume (telemetry): their records reach this
-    # task as batches of Faust messages through a RawFeed (no Faust event/stream per
-    # record); a batch is acked, so its offsets can be committed, only once processed.
-    node_feed = RawFeed(maxsize=NODE_BUFFER)
-    node_topic.faultline_feed = node_feed  # type: ignore[attr-defined]
-    app.topics.add(node_topic)
-
-    @app.task
-    async def node_events() -> None:
-        consumer = app.consumer
-        within = WITHIN_S
-        while not app.should_stop:
-            batch = await node_feed.take(NODE_BATCH, within)
-            within = NODE_WITHIN_S if len(batch) >= NODE_BUSY else WITHIN_S
-            t0 = time.perf_counter()
-            try:
-                await _node_batch(batch)
-            except Exception:  # noqa: BLE001 - log and go on; never kill the pump
-                log.exception("node batch failed", extra={"size": len(batch)})
-            RawFeed.ack(consumer, batch)
-            # what Faust's stream sensor would record (its "stream idle" check reads it)
-            inbound = app.monitor.stream_inbound_time
-            now = time.monotonic()
-            for tp in {m.tp for m in batch}:
-                inbound[tp] = now
-            stats.node_busy_ms += int((time.perf_counter() - t0) * 1000)
-            stats.batches += 1
-
-    async def _node_batch(batch: list[Any]) -> None:
-        sd = sides()
-        ok, dead = decode_events(batch)
-        await send_dead(dead)
-        parts: dict[str, int] = {}
-        fresh = node_dedup.fresh
-        for ev, m in ok:
-            if not fresh(ev.id):
-                stats.dups += 1
-                continue
-            node_feed_one(sd, ev, m, parts)
-        stats.events += len(ok)
-        await node_flush(sd, parts, after_local=lambda: read_all(batch, ok))
-
-    # ------------------------------------------------------------------ signals -> jobs
-    @app.agent(signals_topic, name="faultline.signals")
-    async def signals_agent(stream: Any) -> None:
-        async for batch in stream.take_events(500, within=WITHIN_S):
-            try:
-                await _signals_batch(batch)
-            except Exception:  # noqa: BLE001
-                log.exception("signals batch failed", extra={"size": len(batch)})
-
-    async def _signals_batch(batch: list[Any]) -> None:
-        by_key: dict[str, list[Any]] = defaultdict(list)
-        for e in batch:
-            try:
-                by_key[(e.message.key or b"").decode()].append(decode_signal(e.value))
-            except Exception as err:  # noqa: BLE001 - internal topic; should not happen
-                log.warning("bad internal signal record", extra={"error": str(err)})
-        ccfg = cfg.correlate
-        for key, sigs in by_key.items():
-            for s in shared.add_signals(key, sigs):
-                targets = jobs_touched_by(shared, key, s, ccfg.lookback_ms, ccfg.settle_ms)
-                if s.job and s.job not in targets:
-                    targets.append(s.job)
-                for job in targets:
-                    await jobs_out.send(key=job.encode(), value=b"S" + encode_signal(s))
-                    stats.pushes += 1
-
-    # ------------------------------------------------------------------ job side
-    job_lock = asyncio.Lock()
-
-    @app.agent(job_topic, name="faultline.job_events")
-    async def job_events(stream: Any) -> None:
-        async for batch in stream.take_events(BATCH, within=WITHIN_S):
-            t0 = time.perf_counter()
-            try:
-                async with job_lock:
-                    await _job_batch(batch)
-            except Exception:  # noqa: BLE001
-                log.exception("job batch failed", extra={"size": len(batch)})
-            stats.job_busy_ms += int((time.perf_counter() - t0) * 1000)
-            stats.job_batches += 1
-
-    def ensure_partition_loaded(sd: _Sides, part: int) -> None:
-        """After (re)start or rebalance: load every job of ``part`` from the table, so its
-        pending evaluations and stall timers run even if the job gets no new event."""
-        if part in sd.loaded_parts:
+    def _reevaluate_local(self, js: JobSide, s: Any) -> None:
+        if not js._inc_ctx:
             return
-        sd.loaded_parts.add(part)
-        for k, v in list(jobs.data.items()):
-            if partition_of(k, P) == part:
-                sd.job.load(k.decode(), v)
+        ccfg = self.cfg.correlate
+        jobs_of: set[str] = set()
+        for k in index_keys(s):
+            jobs_of.update(jobs_touched_by(self.sides.shared, k, s, ccfg.lookback_ms, ccfg.settle_ms))
+        for job in sorted(jobs_of):
+            js.reevaluate_for(job, s)
 
-    async def _job_batch(batch: list[Any]) -> None:
-        sd = sides()
-        js = sd.job
-        inputs = [e.message for e in batch if e.message.topic != jobs_in]
-        internal = [e for e in batch if e.message.topic == jobs_in]
-        ok, dead = decode_events(inputs)
-        await send_dead(dead)
+    def _pushed(self, js: JobSide, job: str, sig: Any) -> None:
+        if self.gate.open():
+            js.signal_for(job, sig)
+        elif js.index.remember(sig):  # type: ignore[attr-defined]
+            self._defer(job, sig)     # in the index now; the re-evaluation waits for the gate
+
+    def _run_deferred(self, js: JobSide) -> None:
+        while self.deferred:
+            job, sig = self.deferred.popleft()
+            if job is None:
+                self._reevaluate_local(js, sig)
+            else:
+                js.reevaluate_for(job, sig)
+
+    # ---------------------------------------------------------- batches
+    async def handle_batch(self, batch: list[Any]) -> None:
+        """``batch``: Faust events of the job topics."""
+        async with self.lock:
+            await self._batch([e.message for e in batch], [e.value for e in batch])
+
+    async def _batch(self, messages: list[Any], values: list[Any]) -> None:
+        ns, js, loaded = self.sides.get()
+        jobs_in = self.jobs_in
+        inputs = [m for m in messages if m.topic != jobs_in]
+        internal = [(m, v) for m, v in zip(messages, values) if m.topic == jobs_in]
+        ok, dead = decode_events(inputs, self.topic_layer)
         node_parts: dict[str, int] = {}
         fresh: list[Any] = []
+        gate_read = self.gate.read
+        ts_of = {id(m): ev.ts for ev, m in ok}
+        for m in messages:
+            gate_read(m.topic, m.partition, m.offset, ts_of.get(id(m)))
         for ev, m in ok:
-            stats.events += 1
-            ensure_partition_loaded(sd, m.partition)
+            self.stats.events += 1
+            self.ensure_partition_loaded(js, loaded, m.partition)
             if ev.kind in NODE_KINDS or ev.kind in INV_KINDS:   # sched.node: keyed by node
-                if node_dedup.fresh(ev.id):
-                    node_feed_one(sd, ev, m, node_parts)
+                if self.node is not None and self.node.dedup.fresh(ev.id):
+                    self.node.feed_one(ns, ev, m, node_parts, dead)
                 continue
             if ev.kind not in JOB_KINDS or not ev.job:
                 continue
-            job = ev.job
-            if job not in js.jobs:
-                js.load(job, jobs.data.get(job.encode()))
-            if not js.accept(job, m.topic, m.partition, m.offset):
-                stats.dups += 1
+            self._load(js, ev.job)
+            if not js.accept(ev.job, m.topic, m.partition, m.offset):
+                self.stats.dups += 1
                 continue
             fresh.append(ev)
         ticked = False
-        for e in internal:
-            m = e.message
-            v = e.value or b""
+        for m, v in internal:
+            v = v or b""
             tag = v[:1]
             try:
                 if tag == b"S":
                     job = (m.key or b"").decode()
-                    ensure_partition_loaded(sd, m.partition)
-                    if job not in js.jobs:
-                        js.load(job, jobs.data.get(job.encode()))
-                    js.signal_for(job, decode_signal(v[1:]))
+                    self.ensure_partition_loaded(js, loaded, m.partition)
+                    self._load(js, job)
+                    self._pushed(js, job, decode_signal(v[1:]))
                 elif tag == b"T":
                     t = orjson.loads(v[1:])
-                    wms.heard(t["w"], int(t["wm"]), bool(t.get("idle")))
-                    ensure_partition_loaded(sd, m.partition)
+                    self.wms.heard(t["w"], int(t["wm"]), bool(t.get("idle")))
+                    self.ensure_partition_loaded(js, loaded, m.partition)
                     ticked = True
             except Exception as err:  # noqa: BLE001 - internal topic; should not happen
-                log.warning("bad internal job record", extra={"error": str(err)})
-        await _job_advance(sd, fresh, ticked, node_parts, after_local=lambda: read_all(inputs, ok))
+                self.errors.error("internal-record", "bad internal job record %s/%d@%d: %s: %s",
+                                  m.topic, m.partition, m.offset, type(err).__name__, err)
+        await self.outbox.dead(dead)
+        await self.advance(ns, js, fresh, ticked, node_parts,
+                           after_local=lambda: observe_batch(self.wms, inputs, ok))
 
-    async def _job_advance(sd: _Sides, fresh: list[Any], ticked: bool, node_parts: dict[str, int],
-                           after_local: Any = None) -> None:
-        js = sd.job
-        if node_parts or sd.node.dirty:
+    async def advance(self, ns: NodeSide, js: JobSide, fresh: list[Any], ticked: bool,
+                      node_parts: dict[str, int], after_local: Callable[[], None] | None = None) -> None:
+        if (node_parts or ns.dirty) and self.node is not None:
             # node-keyed events on the job topics (sched.node): their signals first
-            await node_flush(sd, node_parts)
+            await self.node.flush(ns, js, node_parts)
         if after_local is not None:
             after_local()
-        wm, idle = wms.value(worker_id)
-        stats.watermark = wm
-        js.ingest(fresh, wm)
-        if ticked:
-            if idle:
-                js.close_windows()
-            js.recheck()
+        wm, idle = self.wms.value(self.worker_id)
+        self.stats.watermark = wm
+        cap = self.gate.cap()
+        if cap < ALWAYS:
+            # the recovery gate is closed: event time stops where the partitions being
+            # re-read are; no window closes, nothing already evaluated is re-run
+            self.stats.held_batches += 1
+            self._ingest(js, fresh, min(wm, cap))
+        else:
+            self._ingest(js, fresh, wm)
+            if self.deferred:
+                self._run_deferred(js)
+            if ticked:
+                if idle:
+                    js.close_windows()
+                js.recheck()
+        await self._write(js)
+
+    def _ingest(self, js: JobSide, fresh: list[Any], wm: int) -> None:
+        try:
+            js.ingest(fresh, wm)
+        except Exception as err:  # noqa: BLE001 - keep the agent alive; the core lost this batch
+            self.stats.failed += len(fresh)
+            self.errors.error("job-ingest", "job side failed on a batch of %d events: %s: %s",
+                              len(fresh), type(err).__name__, err, exc_info=True)
+
+    async def _write(self, js: JobSide) -> None:
         js.flush_shared()
-        for job in js.dirty:
-            if job in js.jobs or job in js.fences:    # fences: buffered, not yet applied
-                b = job.encode()
-                _put(jobs, partition_of(b, P), b, js.dump(job))
-        js.dirty.clear()
+        self.write_dirty(js)
         for job in js.evicted:                        # finished long ago: drop the row
-            b = job.encode()
-            _put(jobs, partition_of(b, P), b, None)
+            self.tables.put_job(job, None)
         js.evicted.clear()
         sigs, outs = js.take()
-        await send_signals(sigs)
-        await send_outputs(outs)
+        await self.outbox.signals(sigs)
+        await self.outbox.outputs(outs)
 
-    # ------------------------------------------------------------------ event-time ticks
-    @app.timer(interval=TICK_S, name="faultline.tick")
-    async def tick() -> None:
-        """Broadcast this worker's watermark to every job partition (stall detection and
-        window closing follow event time even for a job that gets no more events)."""
-        stats.ticks += 1
-        if not (app.rebalancing or app.in_recovery):
-            try:
-                wms.expect((tp.topic, tp.partition) for tp in app.assignment.assigned_actives()
-                           if tp.topic in input_topics)
-            except Exception:  # noqa: BLE001 - no assignment yet
-                pass
-        local = wms.local()
+    def write_dirty(self, js: JobSide) -> None:
+        for job in list(js.dirty):
+            if job in js.jobs or job in js.fences:    # fences: buffered, not yet applied
+                try:
+                    blob = js.dump(job)
+                except Exception as err:  # noqa: BLE001 - this job's state cannot be encoded
+                    self.errors.error("job-dump", "job state of %r cannot be encoded (%s: %s): "
+                                      "dropped, reloaded from the table", job, type(err).__name__, err)
+                    js.drop(job)
+                    continue
+                self.tables.put_job(job, blob)
+        js.dirty.clear()
+
+    async def tick_local(self, partitions: set[int]) -> None:
+        """Advance this worker's own job partitions directly (stall timers and closing
+        windows never wait on the consumer)."""
+        async with self.lock:
+            ns, js, loaded = self.sides.get()
+            for part in partitions:
+                self.ensure_partition_loaded(js, loaded, part)
+            await self.advance(ns, js, [], True, {})
+
+
+class Ticker:
+    """Broadcasts this worker's watermark to every job partition once a second, advances
+    its own job partitions, and keeps the gate's targets and the consumer positions the
+    watermark needs up to date."""
+
+    def __init__(self, app: Any, jobs: JobAgent, wms: Watermarks, stats: Stats, jobs_out: Any, *,
+                 partitions: int, input_topics: set[str], sched_topic: str, worker_id: str) -> None:
+        self.app, self.jobs, self.wms, self.stats, self.jobs_out = app, jobs, wms, stats, jobs_out
+        self.partitions = partitions
+        self.input_topics = input_topics
+        self.sched_topic = sched_topic
+        self.worker_id = worker_id
+        self.positions: dict[tuple[str, int], int | None] = {}
+
+    def offsets(self, topic: str, partition: int) -> tuple[int | None, int | None]:
+        """(high-water mark, fetch position) of an input partition (``Watermarks``)."""
+        return compat.highwater(self.app, topic, partition), self.positions.get((topic, partition))
+
+    async def resolve_targets(self) -> None:
+        """End offsets and start offsets of the gated job partitions, once Faust's
+        recovery finished (the consumer then starts them at the committed offsets)."""
+        gate = self.jobs.gate
+        want = gate.needs_targets()
+        if not want or not compat.recovered(self.app):
+            return
+        try:
+            ends = await compat.end_offsets(self.app, want)
+            starts = await compat.committed(self.app, want)
+            missing = [tp for tp in want if starts.get(tp) is None]
+            if missing:   # never committed: the consumer starts at the log start
+                starts.update(await compat.beginning_offsets(self.app, missing))
+        except Exception as err:  # noqa: BLE001 - rebalancing again, broker away: next tick
+            log.info("recovery gate: offsets not available yet (%s: %s)", type(err).__name__, err)
+            return
+        self.jobs.set_targets(ends, starts)
+
+    async def refresh_positions(self, tps: set[tuple[str, int]]) -> None:
+        gated = set(self.jobs.gate.gated())
+        want = {tp for tp in tps | gated if self._needs_position(tp)}
+        self.positions = {tp: p for tp, p in self.positions.items() if tp in tps | gated}
+        if want:
+            self.positions.update(await compat.positions(self.app, want))
+        if gated:
+            self.jobs.gate.check_positions({tp: self.positions.get(tp) for tp in gated})
+
+    def _needs_position(self, tp: tuple[str, int]) -> bool:
+        if tp in self.jobs.gate.gated():
+            return True
+        done = self.wms.consumed(*tp)
+        hw = compat.highwater(self.app, *tp)
+        return done is None or hw is None or done + 1 < hw
+
+    async def tick(self) -> None:
+        self.stats.ticks += 1
+        app = self.app
+        ready = compat.recovered(app)
+        if ready:
+            actives = compat.assigned_actives(app)
+            inputs = {tp for tp in actives if tp[0] in self.input_topics}
+            self.wms.expect(inputs)
+            await self.resolve_targets()
+            await self.refresh_positions(inputs)
+        local = self.wms.local()
         if local is None:
             return
-        v = b"T" + orjson.dumps({"w": worker_id, "wm": local[0], "idle": local[1]})
-        for p in range(P):
-            await jobs_out.send(value=v, partition=p)
-        # advance this worker's own job partitions directly too (not only when the tick
-        # records come back through Kafka): stall timers and closing windows never wait
-        # on the consumer
-        stats.ticks_sent += 1
-        if app.rebalancing or app.in_recovery:
+        v = b"T" + orjson.dumps({"w": self.worker_id, "wm": local[0], "idle": local[1]})
+        for p in range(self.partitions):
+            await self.jobs_out.send(value=v, partition=p)
+        self.stats.ticks_sent += 1
+        if not ready or not compat.recovered(app):
             return
-        stats.ticks_local += 1
-        try:
-            mine = {tp.partition for tp in app.assignment.assigned_actives() if tp.topic == T("fl.sched")}
-        except Exception:  # noqa: BLE001 - no assignment yet
-            return
+        mine = {p for t, p in compat.assigned_actives(app) if t == self.sched_topic}
         if not mine:
             return
-        async with job_lock:
-            sd = sides()
-            for part in mine:
-                ensure_partition_loaded(sd, part)
-            await _job_advance(sd, [], True, {})
+        self.stats.ticks_local += 1
+        await self.jobs.tick_local(mine)
 
-    @app.timer(interval=STATS_S, name="faultline.stats")
-    async def log_stats() -> None:
-        d = stats.as_dict()
-        sd = box["sides"]
-        if sd is not None:
-            js = sd.job
+
+class Worker:
+    """The wired worker (``install``'s result): its agents and the rebalance hooks."""
+
+    def __init__(self, app: Any, settings: Settings) -> None:
+        T = settings.topic
+        P = settings.topic_partitions
+        self.app = app
+        self.cfg = cfg = EngineConfig.from_settings(settings)
+        self.stats = stats = Stats()
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
+        self.errors = RateLimitedLog(log)
+        table_kw: dict[str, Any] = dict(default=None, key_type=bytes, value_type=bytes)
+        nodes = app.Table("nodes", partitions=P, **table_kw)
+        jobs = app.Table("jobs", partitions=P, **table_kw)
+        views = app.GlobalTable("views", partitions=1, recovery_buffer_size=1, **table_kw)
+        self.tables = tables = Tables(nodes, jobs, views, P, stats, self.errors)
+        self.shared = shared = Shared(views.data, lambda k, v: tables.put(views, 0, k, v),
+                                      retention_ms=cfg.retention_ms)
+        self.sides = sides = Sides(shared, views, cfg)
+        self.outbox = outbox = Outbox(app, settings, stats)
+        topic_layer = {T(t): layer for layer, t in LAYER_TOPICS.items()}
+        self.jobs_in = T(JOBS)
+        self.jobs_out = app.topic(self.jobs_in)
+        self.job_topics = {T(t) for t in JOB_TOPICS}
+        self.input_topics = {T(t) for t in NODE_TOPICS + JOB_TOPICS}
+        self.ticker: Ticker | None = None
+        self.wms = wms = Watermarks(offsets=lambda t, p: self.ticker.offsets(t, p) if self.ticker
+                                    else (None, None))
+        self.job = JobAgent(sides, tables, outbox, wms, stats, topic_layer, cfg, jobs_in=self.jobs_in,
+                            job_topics=self.job_topics, worker_id=self.worker_id)
+        self.node = NodeAgent(sides, tables, outbox, wms, stats, topic_layer, deliver=self.job.local_signals)
+        self.job.node = self.node
+        self.signals = SignalsAgent(shared, self.jobs_out, cfg, stats)
+        self.ticker = Ticker(app, self.job, wms, stats, self.jobs_out, partitions=P,
+                             input_topics=self.input_topics, sched_topic=T("fl.sched"),
+                             worker_id=self.worker_id)
+        self.node_feed = RawFeed(maxsize=NODE_BUFFER)
+        self._resolving: asyncio.Future | None = None
+
+    # ---------------------------------------------------------- rebalance hooks
+    async def on_revoked(self) -> None:
+        """Before the partitions go: let the in-flight batches finish, write every dirty
+        node/job dump to the changelog and flush the producer, so the next owner recovers
+        everything this worker applied; then drop the caches (rebuilt from the tables)."""
+        locks = (self.node.lock, self.job.lock)
+        got = []
+        try:
+            for lk in locks:
+                await asyncio.wait_for(lk.acquire(), REVOKE_WAIT_S)
+                got.append(lk)
+        except asyncio.TimeoutError:
+            log.warning("partitions revoked while a batch was still running after %.0f s: its "
+                        "last records will be re-read by the next owner", REVOKE_WAIT_S)
+        try:
+            cur = self.sides.current()
+            if cur is not None:
+                ns, js, _ = cur
+                self.node.write_dirty(ns, {})
+                self.job.write_dirty(js)
+            await self.app.producer.flush()
+        except Exception as err:  # noqa: BLE001 - the rebalance must go on
+            log.warning("flushing state on revoke failed: %s: %s", type(err).__name__, err)
+        finally:
+            self.sides.reset()
+            self.node_feed.clear()   # unacked: Faust seeks to the committed offsets after the rebalance
+            self.shared.forget_overlay()
+            self.wms.forget_partitions()
+            for lk in got:
+                lk.release()
+
+    def on_assigned(self) -> None:
+        actives = compat.assigned_actives(self.app)
+        self.job.on_assigned({tp for tp in actives if tp[0] in self.job.job_topics or tp[0] == self.jobs_in})
+
+    async def _resolve(self) -> None:
+        try:
+            await self.ticker.resolve_targets()  # type: ignore[union-attr]
+        finally:
+            self._resolving = None
+
+    # ---------------------------------------------------------- loops
+    async def node_loop(self) -> None:
+        app, feed = self.app, self.node_feed
+        within = WITHIN_S
+        while not app.should_stop:
+            batch = await feed.take(NODE_BATCH, within)
+            within = NODE_WITHIN_S if len(batch) >= NODE_BUSY else WITHIN_S
+            t0 = time.perf_counter()
             try:
-                d.update(pbuf=app.producer.buffer.size, flow=int(app.flow_control.is_active()),
-                         paused=len(getattr(app.consumer, "_buffered_partitions", ()) or ()),
-                         active=len(app.consumer._active_partitions or ()))
+                await self.node.handle_batch(batch)
+            except Exception as err:  # noqa: BLE001 - log and go on; never kill the pump
+                self.errors.error("node-batch", "node batch of %d failed: %s: %s", len(batch),
+                                  type(err).__name__, err, exc_info=True)
+            RawFeed.ack(app.consumer, batch)
+            compat.mark_inbound(app, {m.tp for m in batch})
+            self.stats.node_busy_ms += int((time.perf_counter() - t0) * 1000)
+            self.stats.batches += 1
+
+    async def job_batch(self, batch: list[Any]) -> None:
+        t0 = time.perf_counter()
+        if self.job.gate.needs_targets() and self._resolving is None:
+            # the gate's targets as soon as Faust's recovery is done, not at the next tick
+            self._resolving = asyncio.ensure_future(self._resolve())
+        try:
+            await self.job.handle_batch(batch)
+        except Exception as err:  # noqa: BLE001
+            self.errors.error("job-batch", "job batch of %d failed: %s: %s", len(batch),
+                              type(err).__name__, err, exc_info=True)
+        self.stats.job_busy_ms += int((time.perf_counter() - t0) * 1000)
+        self.stats.job_batches += 1
+
+    async def signals_batch(self, batch: list[Any]) -> None:
+        try:
+            await self.signals.handle_batch([(e.message.key, e.value) for e in batch])
+        except Exception as err:  # noqa: BLE001
+            self.errors.error("signals-batch", "signals batch of %d failed: %s: %s", len(batch),
+                              type(err).__name__, err, exc_info=True)
+
+    def stats_line(self) -> dict[str, Any]:
+        d = self.stats.as_dict()
+        cur = self.sides.current()
+        if cur is not None:
+            js = cur[1]
+            try:
+                d.update(pbuf=compat.producer_buffer_size(self.app), flow=int(self.app.flow_control.is_active()),
+                         **compat.consumer_counts(self.app))
             except Exception as err:  # noqa: BLE001 - debug only
                 d.update(dbg=str(err)[:80])
             d.update(jobs=len(js.jobs), buffered=len(js._buf), pending=len(js._pending),
-                     evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(wms.value(worker_id)[1]),
-                     lagging=len(wms.lagging()))
-            if os.environ.get("FAULTLINE_WORKER_DEBUG"):
-                now = time.monotonic()
-                log.info("wm local=%s global=%s workers=%s", wms.local(), wms.value(worker_id), wms._workers)
-                log.info("partitions %s", " ".join(
-                    f"{t.rsplit('.', 1)[-1]}/{p}:{v[0] - js._wm}ms@{now - v[1]:.0f}s"
-                    for (t, p), v in sorted(wms._parts.items())))
-                import asyncio
-                import traceback
-                for task in asyncio.all_tasks():
-                    fr = task.get_stack(limit=30)
-                    txt = "".join(traceback.format_list(traceback.StackSummary.extract(
-                        (f, f.f_lineno) for f in fr)))
-                    if "agents.py" in txt or "take_events" in txt:
-                        log.info("agent task stack %s:\n%s", task.get_name(), txt[-2500:])
+                     evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(self.wms.value(self.worker_id)[1]),
+                     lagging=len(self.wms.lagging()), gated=len(self.job.gate.gated()))
+        return d
+
+
+def install(app: Any, settings: Settings) -> Worker:
+    """Define the topics, tables, agents and timers on ``app``; returns the wired worker."""
+    w = Worker(app, settings)
+    T = settings.topic
+    node_topic = app.topic(*(T(t) for t in NODE_TOPICS))
+    job_topic = app.topic(*(T(t) for t in JOB_TOPICS + (JOBS,)))
+    node_topic.faultline_feed = w.node_feed  # type: ignore[attr-defined]
+    app.topics.add(node_topic)
+
+    @app.on_partitions_revoked.connect
+    async def _on_revoked(sender: Any, revoked: Any = None, **kw: Any) -> None:
+        await w.on_revoked()
+
+    @app.on_partitions_assigned.connect
+    async def _on_assigned(sender: Any, assigned: Any = None, **kw: Any) -> None:
+        w.on_assigned()
+
+    @app.task
+    async def node_events() -> None:
+        await w.node_loop()
+
+    @app.agent(w.outbox.signals_topic, name="faultline.signals")
+    async def signals_agent(stream: Any) -> None:
+        async for batch in stream.take_events(500, within=WITHIN_S):
+            await w.signals_batch(batch)
+
+    @app.agent(job_topic, name="faultline.job_events")
+    async def job_events(stream: Any) -> None:
+        async for batch in stream.take_events(BATCH, within=WITHIN_S):
+            await w.job_batch(batch)
+
+    @app.timer(interval=TICK_S, name="faultline.tick")
+    async def tick() -> None:
+        await w.ticker.tick()  # type: ignore[union-attr]
+
+    @app.timer(interval=STATS_S, name="faultline.stats")
+    async def log_stats() -> None:
+        d = w.stats_line()
         log.info("worker stats %s", " ".join(f"{k}={v}" for k, v in d.items()), extra=d)
+
+    return w

@@ -58,8 +58,9 @@ def _tag(topic: str, value: bytes) -> bytes | None:
     return b"E"
 
 
-def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: int = 120_000) -> None:
-    """Define the findings topics, table, agents and timer on ``app``."""
+def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: int = 120_000) -> dict[str, Any]:
+    """Define the findings topics, table, agents and timer on ``app``; returns the agent's
+    state (runner, dirty flag, last save, findings count)."""
     T = settings.topic
     sources = app.topic(*(T(t) for t in SOURCES))
     feed = app.topic(T(FEED), partitions=1, internal=True, key_type=bytes, value_type=bytes)
@@ -67,7 +68,6 @@ def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: 
     alerts_out = app.topic(T(ALERTS))
     table = app.Table("findings_state", partitions=1, default=None, key_type=bytes, value_type=bytes)
     st: dict[str, Any] = {"runner": None, "dirty": False, "saved": 0.0, "findings": 0}
-    app.faultline_findings = st  # type: ignore[attr-defined]
 
     def runner() -> FindingsRunner:
         r = st["runner"]
@@ -137,3 +137,5 @@ def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: 
         st["dirty"] = False
         st["saved"] = time.time()
         log.info("findings state saved", extra={"bytes": len(blob), "findings": st["findings"], **r.tracker.stats()})
+
+    return st

@@ -20,6 +20,7 @@ from typing import Any
 import faust
 
 from ..config import Settings
+from ..sinks.api import web_options
 
 log = logging.getLogger("faultline.streams.app")
 
@@ -67,19 +68,19 @@ def broker_credentials(settings: Settings) -> Any:
 
 class FaultlineApp(faust.App):
     """``faust.App`` with a cheaper per-record path: the consumer delivers records without a
-    per-message ``wait_first`` when the delivery cannot block (``faust_io.fast_drain``), and
+    per-message ``wait_first`` when the delivery cannot block (``faust_compat.fast_drain``), and
     topics carrying a ``RawFeed`` get their records as batches of messages, without Faust
-    events and streams (``faust_io.fast_conductor``)."""
+    events and streams (``faust_compat.fast_conductor``)."""
 
     def _new_consumer(self) -> Any:
-        from .faust_io import fast_drain
+        from .faust_compat import fast_drain
 
         t = self.transport
         t.Consumer = fast_drain(t.Consumer)
         return super()._new_consumer()
 
     def _new_conductor(self) -> Any:
-        from .faust_io import fast_conductor
+        from .faust_compat import fast_conductor
 
         t = self.transport
         t.Conductor = fast_conductor(t.Conductor)
@@ -94,6 +95,10 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
     ``install=False`` returns the bare configured app (no agents), for tools that only
     need the configuration. Extra keyword arguments override Faust settings.
     """
+    from .faust_compat import BrokerAwayFilter, check_versions
+
+    check_versions()   # the fast path relies on Faust/aiokafka internals: refuse untested versions
+    BrokerAwayFilter(settings.kafka_bootstrap).install()
     app_id = app_id or default_app_id(settings)
     options: dict[str, Any] = dict(
         broker=broker_urls(settings.kafka_bootstrap),
@@ -107,7 +112,7 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
         consumer_auto_offset_reset="earliest",
         web_enabled=web_enabled,
         web_port=web_port if web_port is not None else settings.web_port,
-        web_bind="0.0.0.0",
+        **web_options(settings, enabled=web_enabled),   # bind, token on every route, Faust views off (S, sinks/api.py)
         datadir=str(datadir or Path(settings.store_path).parent / "faust"),
         # one produce request per 20 ms at most (changelog, signals, alerts): at 10k+ events/s
         # a 5 ms linger made the produce requests' socket writes ~6 % of the worker's CPU
@@ -127,7 +132,7 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
     )
     options.update(conf)
     app = FaultlineApp(app_id, **options)
-    app.faultline_settings = settings  # type: ignore[attr-defined]
+    app.faultline_settings = settings  # type: ignore[attr-defined]   # read by sinks.api / streams.web
     if install:
         install_all(app, settings)
     return app

@@ -1,12 +1,81 @@
-"""Batch decoding with dead-lettering, and bounded de-duplication, for the Faust agents."""
+"""Every Faust / aiokafka internal the worker relies on, in one module.
+
+The worker's fast path (``fast_drain``, ``fast_conductor``, ``RawFeed``) and its rebalance
+gate need a few things Faust does not offer publicly: its consumer's message pump, its
+conductor's per-partition handlers, its buffer-full hooks, its recovery state, the aiokafka
+consumer behind Faust's consumer thread. They are all here, and nowhere else, so a Faust or
+aiokafka upgrade breaks this module (and ``tests/test_faust_compat.py``, which drives each
+piece against the installed versions), not the agents.
+
+``check_versions()`` refuses to start on versions outside ``TESTED`` (also the range pinned
+in pyproject.toml) with an error naming what is installed and what is supported.
+
+Public aiokafka / Faust API is preferred wherever it exists: high-water marks come from
+``Consumer.highwater(tp)``, fetch positions from ``Consumer.position(tp)`` (both delegate to
+aiokafka's public ``highwater()`` / ``position()``), end offsets from
+``Consumer.highwaters()`` (aiokafka's ``end_offsets()``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections import OrderedDict
-from typing import Any, Iterable
+from importlib import metadata
+from typing import Any, Iterable, Mapping
 
 from ..schemas.codec import ContractError, dead_letter, decode, now_ms
 from ..schemas.events import Envelope
+
+log = logging.getLogger("faultline.streams.compat")
+
+#: the versions this module was written and tested against (pyproject.toml pins the same)
+TESTED: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "faust-streaming": ((0, 15, 3), (0, 16)),     # >= first, < second
+    "aiokafka": ((0, 14, 0), (0, 15)),
+    "mode-streaming": ((0, 7, 1), (0, 8)),
+}
+
+
+class IncompatibleVersions(RuntimeError):
+    """An installed Faust / aiokafka / mode version is outside the tested range."""
+
+
+def _parse(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+        if digits != part:
+            break
+    return tuple(out)
+
+
+def check_versions(installed: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Raise ``IncompatibleVersions`` unless every package of ``TESTED`` is installed in its
+    range. Returns ``{package: version}``. ``installed`` overrides the lookup (tests)."""
+    found: dict[str, str] = {}
+    bad: list[str] = []
+    for pkg, (lo, hi) in TESTED.items():
+        try:
+            v = installed[pkg] if installed is not None else metadata.version(pkg)
+        except (KeyError, metadata.PackageNotFoundError):
+            bad.append(f"{pkg} is not installed")
+            continue
+        found[pkg] = v
+        if not (lo <= _parse(v) < hi):
+            bad.append(f"{pkg} {v} is installed; the worker is tested with "
+                       f">={'.'.join(map(str, lo))},<{'.'.join(map(str, hi))}")
+    if bad:
+        raise IncompatibleVersions(
+            "the faultline worker relies on Faust/aiokafka internals (streams/faust_compat.py): "
+            + "; ".join(bad) + ". Install the tested versions: pip install 'faultline[...]' "
+            "from this checkout (pyproject.toml pins them), or run tests/test_faust_compat.py "
+            "against the new versions and widen TESTED")
+    return found
 
 
 def decode_batch(records: Iterable[tuple[bytes | None, str, int, int]]
@@ -167,12 +236,24 @@ class RawFeed:
     """
 
     def bind(self, consumer: Any) -> None:
-        self.pause = consumer.on_buffer_full
+        # A message's ``tp`` is the aiokafka ``TopicPartition`` of the fetch response, not
+        # Faust's ``TP``: equal and hashing alike, but Faust asserts that its active set
+        # holds only ``TP``s (``Consumer._get_active_partitions``), and ``on_buffer_drop``
+        # adds the object it is given. Handing it the aiokafka tuple made the fetcher's
+        # next ``getmany`` raise ``AssertionError`` (issue 14 items 3 and 6): convert.
+        from faust.transport.consumer import ensure_TP
+
+        on_full, on_drop = consumer.on_buffer_full, consumer.on_buffer_drop
+
+        def pause(tp: Any) -> None:
+            on_full(ensure_TP(tp))
 
         def resume(tp: Any) -> None:
+            tp = ensure_TP(tp)
             # not a partition the rebalance/recovery machinery paused meanwhile
             if tp not in consumer._paused_partitions:
-                consumer.on_buffer_drop(tp)
+                on_drop(tp)
+        self.pause = pause
         self.resume = resume
 
     def __init__(self, maxsize: int = 50_000) -> None:
@@ -313,3 +394,182 @@ def fast_conductor(conductor_cls: type) -> type:
                 {"_build_handler": _build_handler, "_compile_message_handler": _compile_message_handler,
                  "_faultline_fast": True,
                  "__module__": conductor_cls.__module__})
+
+
+# ------------------------------------------------------------------ consumer state
+def recovered(app: Any) -> bool:
+    """True once Faust's table recovery for the current assignment finished and the
+    streams were resumed (no rebalance under way)."""
+    if app.rebalancing or app.in_recovery:
+        return False
+    try:
+        return bool(app.tables.recovery.completed.is_set())
+    except AttributeError:   # no tables service yet
+        return False
+
+
+def assigned_actives(app: Any) -> set[tuple[str, int]]:
+    """``(topic, partition)`` of every active partition assigned to this worker."""
+    try:
+        return {(tp.topic, tp.partition) for tp in app.assignment.assigned_actives()}
+    except Exception:  # noqa: BLE001 - no assignment yet
+        return set()
+
+
+def highwater(app: Any, topic: str, partition: int) -> int | None:
+    """The partition's high-water mark as this worker's consumer last saw it (aiokafka's
+    public ``highwater()``, from the last fetch response; None before one)."""
+    from faust.types import TP
+
+    try:
+        return app.consumer.highwater(TP(topic, partition))
+    except Exception:  # noqa: BLE001 - not assigned (any more), consumer not started
+        return None
+
+
+async def positions(app: Any, tps: Iterable[tuple[str, int]], timeout: float = 0.5
+                    ) -> dict[tuple[str, int], int | None]:
+    """Fetch positions of ``tps`` (aiokafka's public ``position()``, through Faust's
+    consumer thread); None for a partition without a valid position within ``timeout``."""
+    from faust.types import TP
+
+    out: dict[tuple[str, int], int | None] = {}
+    for t, p in tps:
+        try:
+            out[(t, p)] = await asyncio.wait_for(app.consumer.position(TP(t, p)), timeout)
+        except Exception:  # noqa: BLE001 - not assigned (any more), no position yet
+            out[(t, p)] = None
+    return out
+
+
+async def end_offsets(app: Any, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The partitions' end offsets now (aiokafka's public ``end_offsets()``, one request)."""
+    from faust.types import TP
+
+    res = await app.consumer.highwaters(*(TP(t, p) for t, p in tps))
+    return {(tp.topic, tp.partition): int(off) for tp, off in res.items() if off is not None}
+
+
+async def committed(app: Any, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+    """The group's committed offsets of ``tps`` (aiokafka's public ``committed()``, run on
+    Faust's consumer thread: the aiokafka consumer lives there)."""
+    from faust.types import TP
+
+    thread = app.consumer._thread
+    consumer = thread._ensure_consumer()
+    out: dict[tuple[str, int], int | None] = {}
+    for t, p in tps:
+        out[(t, p)] = await thread.call_thread(consumer.committed, TP(t, p))
+    return out
+
+
+async def beginning_offsets(app: Any, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    from faust.types import TP
+
+    res = await app.consumer.earliest_offsets(*(TP(t, p) for t, p in tps))
+    return {(tp.topic, tp.partition): int(off) for tp, off in res.items() if off is not None}
+
+
+def producer_buffer_size(app: Any) -> int:
+    return int(app.producer.buffer.size)
+
+
+def consumer_counts(app: Any) -> dict[str, int]:
+    """Partitions the consumer fetches from and those its buffers paused (stats log)."""
+    c = app.consumer
+    return {"active": len(c._active_partitions or ()),
+            "paused": len(getattr(c, "_buffered_partitions", ()) or ())}
+
+
+def mark_inbound(app: Any, tps: Iterable[Any]) -> None:
+    """What Faust's stream sensor records per delivered record (its "stream idle" check
+    reads it): records handed over by a ``RawFeed`` bypass that sensor."""
+    inbound = app.monitor.stream_inbound_time
+    now = time.monotonic()
+    for tp in tps:
+        inbound[tp] = now
+
+
+# ------------------------------------------------------------------ broker-away logging
+#: aiokafka loggers whose connection errors repeat many times a second while the broker is away
+AIOKAFKA_LOGGERS = ("aiokafka", "aiokafka.conn", "aiokafka.client", "aiokafka.cluster",
+                    "aiokafka.consumer.fetcher", "aiokafka.consumer.group_coordinator",
+                    "aiokafka.consumer.consumer", "aiokafka.producer.sender",
+                    "aiokafka.producer.producer", "aiokafka.producer.message_accumulator",
+                    "faust.transport.drivers.aiokafka")
+#: what aiokafka says when it cannot reach a broker (message templates, lower case)
+_AWAY_HINTS = ("unable connect", "unable to connect", "connect attempt", "connection error",
+               "connection refused", "unable to update metadata", "kafkaconnectionerror",
+               "failed fetch messages", "unable to request metadata", "coordinator dead",
+               "no brokers available", "connection lost", "nodenotready", "error connecting")
+
+
+class BrokerAwayFilter(logging.Filter):
+    """Rate-limits aiokafka's connection errors and says once, clearly, that the broker is
+    away.
+
+    Attached to aiokafka's loggers (``install``). A record that looks like a connection
+    failure is passed at most once per ``period_s`` per (logger, message template), with
+    the count of the ones suppressed since; the first such record of a period also logs one
+    WARNING on ``faultline.streams.broker`` naming the bootstrap address and what to do.
+    Other records pass unchanged.
+    """
+
+    def __init__(self, bootstrap: str, period_s: float = 30.0) -> None:
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.period_s = period_s
+        self._last: dict[tuple[str, Any], float] = {}
+        self._suppressed: dict[tuple[str, Any], int] = {}
+        self._warned_at = -1e18
+        self.warnings = 0
+        self.suppressed = 0
+        self.out = logging.getLogger("faultline.streams.broker")
+
+    @staticmethod
+    def is_connection_error(record: logging.LogRecord) -> bool:
+        try:
+            text = (str(record.msg) + " " + record.getMessage()).lower()
+        except Exception:  # noqa: BLE001 - a bad format string: judge the template only
+            text = str(record.msg).lower()
+        if record.exc_info and record.exc_info[0] is not None:
+            text += " " + record.exc_info[0].__name__.lower()
+        return any(h in text for h in _AWAY_HINTS)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not self.is_connection_error(record):
+            return True
+        now = time.monotonic()
+        if now - self._warned_at >= self.period_s:
+            self._warned_at = now
+            self.warnings += 1
+            self.out.warning(
+                "Kafka broker at %s is not reachable; the worker keeps retrying and resumes by "
+                "itself. Start the broker (`make kafka-up`) or point FAULTLINE_KAFKA_BOOTSTRAP at "
+                "a reachable one. aiokafka's connection errors are shown at most once per %.0f s.",
+                self.bootstrap, self.period_s, extra={"bootstrap": self.bootstrap})
+        key = (record.name, record.msg)
+        last = self._last.get(key)
+        if last is not None and now - last < self.period_s:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            self.suppressed += 1
+            return False
+        self._last[key] = now
+        n = self._suppressed.pop(key, 0)
+        if n:
+            record.msg = f"{record.msg} ({n} similar suppressed in the last {self.period_s:.0f} s)"
+        return True
+
+    def install(self, names: Iterable[str] = AIOKAFKA_LOGGERS) -> "BrokerAwayFilter":
+        """Attach to the named loggers and every ``aiokafka.*`` logger created so far
+        (a logger's filter does not see its children's records)."""
+        import aiokafka  # noqa: F401 - creates aiokafka's module loggers
+        import aiokafka.consumer.fetcher  # noqa: F401
+        import aiokafka.consumer.group_coordinator  # noqa: F401
+
+        every = set(names) | {n for n in logging.Logger.manager.loggerDict if n.startswith("aiokafka")}
+        for n in sorted(every):
+            lg = logging.getLogger(n)
+            if not any(isinstance(f, BrokerAwayFilter) for f in lg.filters):
+                lg.addFilter(self)
+        return self

@@ -69,6 +69,11 @@ class Watermarks:
             o[0] = offset
             o[1] = time.monotonic()
 
+    def consumed(self, topic: str, partition: int) -> int | None:
+        """The last offset of the partition consumed (None: none yet)."""
+        o = self._offs.get((topic, partition))
+        return None if o is None else int(o[0])
+
     def expect(self, tps: Iterable[tuple[str, int]]) -> None:
         """The input partitions assigned to this worker (unconsumed ones with records hold time)."""
         self._expected = set(tps)
@@ -155,3 +160,142 @@ class Watermarks:
             if g > self._global:
                 self._global = g
         return self._global, bool(vals) and all(v[1] for v in vals)
+
+
+NEVER = -(1 << 62)
+ALWAYS = 1 << 62
+
+
+class RecoveryGate:
+    """Holds job-side evaluation after a rebalance until the job partitions this worker just
+    took over have been re-read up to where their previous owner could have been.
+
+    A newly assigned job partition (fl.sched, fl.runtime, the internal jobs topic; all
+    co-partitioned, all keyed by job) starts from the group's committed offset, while its
+    previous owner may have applied records far beyond it and the fleet's event time has
+    moved on. Evaluating the partition's jobs (stall timers, cutoffs, closing windows,
+    re-evaluations) before those records are applied again would judge an attempt on part
+    of its history: the false, soon withdrawn stall incidents of issue 14 item 6.
+
+    So, per gated partition, the worker records the partition's end offset once Faust's
+    table recovery finished (``set_targets``: every record the previous owner could have
+    read lies below it) and what it has processed since (``read``). Until a partition
+    reaches its target:
+
+    - the job side's watermark is capped (``cap``): at the highest event time read from a
+      gated fl.sched / fl.runtime partition (records below it are read, as for any lagging
+      partition), and held entirely while a gated internal-topic partition (pushed signals,
+      ticks) or a target is still missing;
+    - re-evaluations of incidents already evaluated (pushed signals, rechecks) wait
+      (``open`` is False): the agent defers them and runs them once the gate opens.
+
+    A partition whose start offset already reaches its target is caught up at once. One
+    whose position reached the target but whose processed offset stopped short of it for
+    ``stuck_s`` (an offset gap: compaction, transaction markers) counts as caught up too.
+    """
+
+    def __init__(self, *, stuck_s: float = 10.0, ts_topics: Iterable[str] = ()) -> None:
+        self.stuck_s = stuck_s
+        self.ts_topics = set(ts_topics)      # topics whose records carry event time
+        self._targets: dict[tuple[str, int], int | None] = {}   # gated tp -> end offset (None: unknown)
+        self._next: dict[tuple[str, int], int] = {}             # gated tp -> next offset to process
+        self._moved: dict[tuple[str, int], float] = {}          # gated tp -> wall time _next moved
+        self._max_ts: dict[tuple[str, int], int] = {}           # gated ts tp -> highest event time read
+        self.opened = 0                                         # times the gate opened (stats)
+        self.held_since: float | None = None
+
+    # ---------------------------------------------------------- assignment
+    def assign(self, tps: Iterable[tuple[str, int]]) -> None:
+        """Gate ``tps`` (newly assigned job partitions); their targets are unknown yet."""
+        for tp in tps:
+            self._targets[tp] = None
+            self._next.pop(tp, None)
+            self._max_ts.pop(tp, None)
+            self._moved[tp] = time.monotonic()
+        if self._targets and self.held_since is None:
+            self.held_since = time.monotonic()
+
+    def retain(self, assigned: Iterable[tuple[str, int]]) -> None:
+        """Forget gated partitions that are not assigned any more."""
+        keep = set(assigned)
+        for tp in [tp for tp in self._targets if tp not in keep]:
+            self._drop(tp)
+
+    def needs_targets(self) -> list[tuple[str, int]]:
+        return sorted(tp for tp, t in self._targets.items() if t is None)
+
+    def set_targets(self, ends: dict[tuple[str, int], int],
+                    starts: dict[tuple[str, int], int | None]) -> None:
+        """End offsets of gated partitions and where this worker starts reading them."""
+        for tp, end in ends.items():
+            if tp not in self._targets:
+                continue
+            self._targets[tp] = end
+            start = starts.get(tp)
+            if start is not None and start > self._next.get(tp, -1):
+                self._next[tp] = start
+        self._release_caught_up()
+
+    # ---------------------------------------------------------- progress
+    def read(self, topic: str, partition: int, offset: int, ts: int | None = None) -> None:
+        """A record of a job partition was processed (dead letters too)."""
+        tp = (topic, partition)
+        if tp not in self._targets:
+            return
+        if offset + 1 > self._next.get(tp, -1):
+            self._next[tp] = offset + 1
+            self._moved[tp] = time.monotonic()
+        if ts is not None and ts > self._max_ts.get(tp, NEVER):
+            self._max_ts[tp] = ts
+        target = self._targets[tp]
+        if target is not None and offset + 1 >= target:
+            self._release_caught_up()
+
+    def check_positions(self, positions: dict[tuple[str, int], int | None]) -> None:
+        """Fetch positions (aiokafka ``position()``): a partition fetched past its target
+        whose processing has not moved for ``stuck_s`` is caught up (offset gap)."""
+        now = time.monotonic()
+        for tp, pos in positions.items():
+            target = self._targets.get(tp)
+            if target is None or pos is None or pos < target:
+                continue
+            if now - self._moved.get(tp, now) > self.stuck_s:
+                self._next[tp] = max(self._next.get(tp, -1), target)
+        self._release_caught_up()
+
+    def _release_caught_up(self) -> None:
+        for tp, target in list(self._targets.items()):
+            if target is not None and self._next.get(tp, -1) >= target:
+                self._drop(tp)
+        if not self._targets and self.held_since is not None:
+            self.held_since = None
+            self.opened += 1
+
+    def _drop(self, tp: tuple[str, int]) -> None:
+        self._targets.pop(tp, None)
+        self._next.pop(tp, None)
+        self._moved.pop(tp, None)
+        self._max_ts.pop(tp, None)
+
+    # ---------------------------------------------------------- the hold
+    def gated(self) -> list[tuple[str, int]]:
+        return sorted(self._targets)
+
+    def open(self) -> bool:
+        """True when no job partition is waiting to be re-read."""
+        self._release_caught_up()
+        return not self._targets
+
+    def cap(self) -> int:
+        """The highest watermark the job side may use now (``ALWAYS`` when open)."""
+        if self.open():
+            return ALWAYS
+        cap = ALWAYS
+        for tp, target in self._targets.items():
+            if target is None or tp[0] not in self.ts_topics:
+                return NEVER
+            cap = min(cap, self._max_ts.get(tp, NEVER))
+        return cap
+
+    def held_s(self) -> float:
+        return 0.0 if self.held_since is None else time.monotonic() - self.held_since

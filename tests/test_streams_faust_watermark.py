@@ -102,3 +102,62 @@ def test_the_hold_is_bounded_in_wall_time():
     time.sleep(IDLE_S * 4)
     w.observe("fl.sched", 0, 70_000, 2)
     assert w.local() == (70_000, False)     # ... but not for longer than max_hold_s
+
+
+# ---------------------------------------------------------------- the recovery gate
+from faultline.streams.faust_watermark import ALWAYS, NEVER, RecoveryGate  # noqa: E402
+
+S, R, J = "fl.sched", "fl.runtime", "fl.internal.jobs"
+
+
+def _gate() -> RecoveryGate:
+    g = RecoveryGate(ts_topics=(S, R), stuck_s=0.05)
+    g.assign([(S, 0), (R, 0), (J, 0)])
+    return g
+
+
+def test_gate_holds_everything_until_targets_are_known():
+    g = _gate()
+    assert not g.open() and g.cap() == NEVER
+    g.read(S, 0, 10, ts=5_000)
+    assert g.cap() == NEVER                 # targets unknown: nothing may be evaluated
+    assert g.needs_targets() == [(J, 0), (R, 0), (S, 0)]
+
+
+def test_gate_caps_at_what_the_reread_partitions_reached_and_opens_when_caught_up():
+    g = _gate()
+    g.set_targets({(S, 0): 100, (R, 0): 50, (J, 0): 20}, {(S, 0): 40, (R, 0): 50, (J, 0): 10})
+    assert g.gated() == [(J, 0), (S, 0)]     # fl.runtime starts at its end: caught up at once
+    g.read(S, 0, 60, ts=7_000)
+    assert g.cap() == NEVER                 # the internal topic (pushed signals) is not re-read yet
+    g.read(J, 0, 19)
+    assert g.gated() == [(S, 0)]
+    assert g.cap() == 7_000                 # event time up to what fl.sched/0 was read to
+    g.read(S, 0, 80, ts=6_000)
+    assert g.cap() == 7_000                 # highest read, not the last one
+    g.read(S, 0, 99, ts=9_000)
+    assert g.open() and g.cap() == ALWAYS and g.opened == 1
+
+
+def test_gate_new_assignment_regates_only_new_partitions_and_forgets_revoked():
+    g = _gate()
+    g.set_targets({(S, 0): 1, (R, 0): 1, (J, 0): 1}, {(S, 0): 1, (R, 0): 1, (J, 0): 1})
+    assert g.open()
+    g.assign([(S, 1)])
+    assert not g.open()
+    g.retain([(S, 0)])                      # partition 1 went to another worker
+    assert g.open()
+
+
+def test_gate_offset_gap_counts_as_caught_up_once_fetched_past_target():
+    g = RecoveryGate(ts_topics=(S,), stuck_s=0.05)
+    g.assign([(S, 0)])
+    g.set_targets({(S, 0): 10}, {(S, 0): 0})
+    g.read(S, 0, 7, ts=1)                   # offsets 8, 9: transaction markers / compacted
+    g.check_positions({(S, 0): 10})
+    assert not g.open()                     # not stuck long enough yet
+    time.sleep(0.06)
+    g.check_positions({(S, 0): 9})
+    assert not g.open()                     # not fetched past the target
+    g.check_positions({(S, 0): 10})
+    assert g.open()

@@ -1,0 +1,237 @@
+"""``streams.faust_compat``: every Faust / aiokafka internal the worker's fast path relies on,
+driven directly against the installed faust-streaming / aiokafka, so an upgrade that changes
+one of them fails here (not in a worker under load). No broker: the consumer, conductor and
+topics are Faust's real objects, never started."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from aiokafka import TopicPartition
+from faust.types import TP
+
+from faultline.config import load
+from faultline.streams import faust_compat as compat
+from faultline.streams.app import create_app
+from faultline.streams.faust_compat import BrokerAwayFilter, IncompatibleVersions, RawFeed, check_versions
+
+
+@pytest.fixture
+def app(tmp_path):
+    return create_app(load(), install=False, datadir=tmp_path / "faust")
+
+
+class Msg:
+    """The fields of a Faust ``ConsumerMessage`` the feed and the pump read."""
+
+    def __init__(self, topic: str, partition: int, offset: int, tp=None) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.tp = tp if tp is not None else TopicPartition(topic, partition)
+        self.acked = []
+
+    def ack(self, consumer) -> None:
+        self.acked.append(consumer)
+
+
+# ------------------------------------------------------------------ versions
+def test_installed_versions_are_the_tested_ones():
+    found = check_versions()
+    assert set(found) == set(compat.TESTED)
+
+
+def test_untested_version_is_refused_with_what_to_do():
+    with pytest.raises(IncompatibleVersions) as e:
+        check_versions({"faust-streaming": "0.16.0", "aiokafka": "0.14.0", "mode-streaming": "0.7.1"})
+    msg = str(e.value)
+    assert "faust-streaming 0.16.0" in msg and ">=0.15.3,<0.16" in msg
+    with pytest.raises(IncompatibleVersions, match="aiokafka is not installed"):
+        check_versions({"faust-streaming": "0.15.3", "mode-streaming": "0.7.1"})
+    assert check_versions({"faust-streaming": "0.15.9", "aiokafka": "0.14.2rc1", "mode-streaming": "0.7.1"})
+
+
+def test_pyproject_pins_the_tested_range():
+    import tomllib
+    from pathlib import Path
+
+    deps = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    for pkg, (lo, hi) in compat.TESTED.items():
+        spec = next(d for d in deps if d.split(">")[0].split("<")[0].strip() == pkg)
+        assert f">={'.'.join(map(str, lo))}" in spec and f"<{'.'.join(map(str, hi))}" in spec, spec
+
+
+# ------------------------------------------------------------------ RawFeed on Faust's consumer
+async def test_rawfeed_pause_resume_keeps_faust_active_set_valid(app):
+    """Pause at half the feed, resume at a quarter, on Faust's real consumer, with messages
+    carrying aiokafka ``TopicPartition``s as fetched records do. Faust's fetcher asserts its
+    active set holds only Faust ``TP``s: the AssertionError of issue 14 items 3 and 6."""
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+    consumer._set_active_tps({tp, TP("t.gpu", 1)})
+    feed = RawFeed(maxsize=8)
+    feed.bind(consumer)
+    for off in range(4):                       # pause_at = 4
+        await feed.put(Msg("t.gpu", 0, off))
+    assert tp not in consumer._get_active_partitions()     # no longer fetched
+    assert tp in consumer._buffered_partitions
+    got = await feed.take(3, within=0)         # 1 left <= resume_at = 2: fetched again
+    assert [m.offset for m in got] == [0, 1, 2]
+    active = consumer._get_active_partitions()  # raised AssertionError before the fix
+    assert tp in active and all(type(x) is TP for x in active)
+    assert tp not in consumer._buffered_partitions
+
+
+async def test_rawfeed_does_not_resume_what_the_rebalance_paused(app):
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+    consumer._set_active_tps({tp})
+    feed = RawFeed(maxsize=4)
+    feed.bind(consumer)
+    for off in range(2):
+        await feed.put(Msg("t.gpu", 0, off))
+    consumer.pause_partitions({tp})            # what a rebalance / recovery does
+    await feed.take(2, within=0)
+    assert tp not in consumer._get_active_partitions()
+
+
+async def test_rawfeed_full_blocks_and_clear_unblocks():
+    feed = RawFeed(maxsize=2)
+    await feed.put(Msg("t", 0, 0))
+    await feed.put(Msg("t", 0, 1))
+    assert feed.full()
+    blocked = asyncio.ensure_future(feed.put(Msg("t", 0, 2)))
+    await asyncio.sleep(0.01)
+    assert not blocked.done()
+    feed.clear()                               # partitions revoked
+    await asyncio.wait_for(blocked, 1)
+    assert [m.offset for m in feed.items] == [2]
+
+
+async def test_rawfeed_take_waits_within_for_a_full_batch():
+    feed = RawFeed(maxsize=100)
+    await feed.put(Msg("t", 0, 0))
+
+    async def later():
+        await asyncio.sleep(0.02)
+        for off in (1, 2):
+            await feed.put(Msg("t", 0, off))
+    asyncio.ensure_future(later())
+    got = await feed.take(3, within=1.0)
+    assert [m.offset for m in got] == [0, 1, 2]
+    msgs = [Msg("t", 0, 5)]
+    RawFeed.ack("consumer", msgs)
+    assert msgs[0].acked == ["consumer"]
+
+
+# ------------------------------------------------------------------ the conductor
+async def test_fast_conductor_hands_feed_topics_to_their_feed(app):
+    topic = app.topic("t.gpu")
+    feed = RawFeed(maxsize=100)
+    topic.faultline_feed = feed
+    conductor = app.topics
+    assert getattr(type(conductor), "_faultline_fast", False), "FaultlineApp's conductor is the fast one"
+    app.flow_control.resume()
+    handler = conductor._build_handler(TP("t.gpu", 0), {topic})
+    m = Msg("t.gpu", 0, 7, tp=TP("t.gpu", 0))
+    await handler(m)
+    assert feed.items == [m]
+    on_message = conductor._compile_message_handler()
+    conductor._tp_to_callback[TP("t.gpu", 0)] = handler
+    m2 = Msg("t.gpu", 0, 8, tp=TP("t.gpu", 0))
+    await on_message(m2)
+    assert feed.items == [m, m2]
+
+
+# ------------------------------------------------------------------ the consumer pump
+async def test_fast_drain_delivers_records_in_order_and_tracks_offsets(app):
+    """``fast_drain``'s ``_drain_messages`` on Faust's real consumer: records from
+    ``getmany`` reach the callback with a plain await when nothing can block, the read
+    offsets advance, and the pump stops with the fetcher."""
+    consumer = app.consumer
+    assert getattr(type(consumer), "_faultline_fast_drain", False)
+    tp = TP("t.gpu", 0)
+    delivered = []
+
+    class Fetcher:
+        _stopped = asyncio.Event()
+
+    async def callback(message):
+        delivered.append(message.offset)
+
+    async def getmany(timeout):
+        for off in range(5):
+            yield tp, Msg("t.gpu", 0, off, tp=tp)
+        Fetcher._stopped.set()
+
+    consumer.callback = callback
+    consumer.getmany = getmany
+    app.flow_control.resume()
+    consumer.suspend_flow.clear()
+    await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
+    assert delivered == [0, 1, 2, 3, 4]
+    assert consumer._read_offset[tp] == 4
+
+
+async def test_fast_drain_takes_faust_path_when_flow_is_suspended(app):
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+    waited = []
+
+    class Fetcher:
+        _stopped = asyncio.Event()
+
+    async def callback(message):
+        pass
+
+    async def wait_first(*coros):
+        waited.append(len(coros))
+        for c in coros[:1]:
+            await c
+        for c in coros[1:]:
+            c.close() if hasattr(c, "close") else None
+
+    async def getmany(timeout):
+        yield tp, Msg("t.gpu", 0, 0, tp=tp)
+        Fetcher._stopped.set()
+
+    consumer.callback = callback
+    consumer.getmany = getmany
+    consumer.wait_first = wait_first
+    app.flow_control.suspend()                 # a rebalance: the delivery may block
+    await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
+    assert waited == [2]
+
+
+# ------------------------------------------------------------------ consumer state
+def test_consumer_state_accessors_before_start(app):
+    assert compat.recovered(app) is False
+    assert compat.assigned_actives(app) == set()
+    assert compat.highwater(app, "t.gpu", 0) is None
+
+
+# ------------------------------------------------------------------ broker away
+def test_broker_away_one_warning_and_rate_limited_errors(caplog):
+    f = BrokerAwayFilter("127.0.0.1:1", period_s=60)
+    lg = logging.getLogger("aiokafka.test_conn")
+    lg.addFilter(f)
+    try:
+        with caplog.at_level(logging.INFO):
+            for _ in range(200):
+                lg.error("Unable connect to node with id %s: %s", 1, "Connect call failed")
+            lg.error("Unable to update metadata from [1]")
+            lg.warning("Heartbeat failed: local member_id was not recognized")   # not a connection error
+    finally:
+        lg.removeFilter(f)
+    ours = [r for r in caplog.records if r.name == "faultline.streams.broker"]
+    theirs = [r for r in caplog.records if r.name == "aiokafka.test_conn"]
+    assert len(ours) == 1 and ours[0].levelno == logging.WARNING
+    assert "127.0.0.1:1" in ours[0].getMessage() and "make kafka-up" in ours[0].getMessage()
+    assert [r.getMessage()[:22] for r in theirs] == ["Unable connect to node", "Unable to update metad",
+                                                      "Heartbeat failed: loca"]
+    assert f.suppressed == 199
+
+
+def test_broker_away_filter_is_on_aiokafka_loggers_after_create_app(app):
+    for name in ("aiokafka.conn", "aiokafka.client", "aiokafka.consumer.group_coordinator"):
+        assert any(isinstance(f, BrokerAwayFilter) for f in logging.getLogger(name).filters), name
