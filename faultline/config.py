@@ -8,6 +8,7 @@ Secrets (SASL password, ClickHouse URL credentials, API token) may be given as
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -45,6 +46,8 @@ class Settings:
     store_path: str = "var/store"
     #: worker web port (Faust web views: incident page, read-only SQL API)
     web_port: int = 6066
+    #: address the page and SQL API listen on; a non-loopback one needs api_token
+    web_bind: str = "127.0.0.1"
     #: bearer token for the worker's SQL API
     api_token: str | None = None
     #: lateness bound of event-time windows, ms
@@ -78,24 +81,61 @@ class Settings:
         return self.topic_prefix + name
 
     def masked(self) -> dict[str, Any]:
-        """Settings as a dict with every secret masked (for printing and logs)."""
+        """Settings as a dict with every secret masked (for printing and logs): the known
+        secret fields, every key (nested or unknown too) whose name says secret, and the
+        credentials inside any URL."""
         out: dict[str, Any] = {}
         for f in fields(self):
             val = getattr(self, f.name)
-            if f.name in SECRET_FIELDS and val:
-                val = _mask_url(val) if f.name == "clickhouse_url" else "***"
-            out[f.name] = val
+            if f.name in SECRET_FIELDS and val and f.name != "clickhouse_url":
+                val = MASK
+            out[f.name] = mask_value(f.name, val)
         return out
 
 
-def _mask_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+MASK = "***"
+#: a key whose name contains one of these (any case) holds a secret
+SECRET_WORDS = ("password", "passwd", "token", "key", "secret", "community", "credential", "auth")
+_URL_SECRET_PARAMS = re.compile(r"(?i)([?&;](?:[a-z_]*(?:password|passwd|token|secret|key|auth)[a-z_]*)=)[^&;#\s]*")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
+
+
+def is_secret_name(name: str) -> bool:
+    low = str(name).lower()
+    return any(w in low for w in SECRET_WORDS) and not low.endswith(("_file", "file"))
+
+
+def mask_value(name: str, val: Any) -> Any:
+    """``val`` with secrets masked: all of it when ``name`` says secret, nested keys by their
+    own names, and credentials inside URLs in any string."""
+    if isinstance(val, dict):
+        return {k: mask_value(k, v) for k, v in val.items()}
+    if isinstance(val, (list, tuple)):
+        return [mask_value(name, v) for v in val]
+    if val in (None, "") or isinstance(val, bool):
+        return val
+    if is_secret_name(name) and not name.endswith("_path"):
+        return MASK
+    if isinstance(val, str):
+        return _URL.sub(lambda m: mask_url(m.group()), val)
+    return val
+
+
+def mask_url(url: str) -> str:
+    """``url`` without credentials: ``user:***@host`` and ``?password=***`` (token, key...)."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            user, _, host = netloc.rpartition("@")
+            name = user.split(":", 1)[0]
+            netloc = f"{name}:{MASK}@{host}" if ":" in user else f"{MASK}@{host}"
+        query = _URL_SECRET_PARAMS.sub(lambda m: m.group(1) + MASK, "?" + parts.query)[1:] if parts.query else ""
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:
+        return MASK
+
+
 
 
 def _coerce(name: str, raw: Any, default: Any) -> Any:

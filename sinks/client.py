@@ -45,17 +45,24 @@ class ApiClient:
 
     def health(self) -> dict[str, Any]:
         req = urllib.request.Request(self.location + "/faultline/api/health")
+        if self._token:
+            req.add_header("Authorization", f"Bearer {self._token}")
         try:
             with urllib.request.urlopen(req, timeout=3) as r:
                 return orjson.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise StoreError(f"worker API {self.location} answered {e.code} to the health check: "
+                             "check FAULTLINE_API_TOKEN") from None
         except (urllib.error.URLError, OSError) as e:
             raise StoreError(f"worker API {self.location} unreachable: {getattr(e, 'reason', e)}") from None
 
-    def query_table(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
+    def query_table(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                    timeout_s: float | None = None) -> tuple[list[str], list[list[Any]]]:
         out = self._post("/faultline/api/sql", {"sql": sql, "params": dict(params or {}), "max_rows": self.max_rows})
         return out["columns"], out["rows"]
 
-    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: Mapping[str, Any] | None = None, *,
+              timeout_s: float | None = None) -> list[dict[str, Any]]:
         cols, rows = self.query_table(sql, params)
         return [dict(zip(cols, r)) for r in rows]
 

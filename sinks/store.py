@@ -436,12 +436,14 @@ class ChdbStore(_Base):
         try:
             self._s.query(sql, "Null", params=_chdb_params(params))
         except Exception as e:
+            self._drain()
             raise StoreError(f"{_head(sql)}: {e}") from None
 
     def _query_table_now(self, sql: str, params: Mapping[str, Any] | None) -> tuple[list[str], list[list[Any]]]:
         try:
             res = self._s.query(sql, "JSONCompactEachRowWithNames", params=_chdb_params(params))
         except Exception as e:
+            self._drain()
             raise StoreError(f"{_head(sql)}: {e}") from None
         raw = res.bytes() if hasattr(res, "bytes") else bytes(res)
         if not raw:
@@ -449,6 +451,15 @@ class ChdbStore(_Base):
         lines = raw.split(b"\n")
         cols = orjson.loads(lines[0])
         return cols, [orjson.loads(ln) for ln in lines[1:] if ln]
+
+    def _drain(self) -> None:
+        """After a query failed mid-way (a timeout, a memory limit), chDB 4.4 keeps what it
+        had written (the column names) and prepends it to the NEXT query's answer: one
+        request got another's columns that way. A throw-away query takes it out."""
+        try:
+            self._s.query("SELECT 1", "Null")
+        except Exception:  # noqa: BLE001 - best effort; the next answer is checked anyway
+            pass
 
     def _insert_json_now(self, table: str, lines: bytes) -> None:
         try:

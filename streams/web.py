@@ -9,7 +9,6 @@ writes the same page offline.
 
 from __future__ import annotations
 
-import asyncio
 import html
 import logging
 from datetime import datetime, timezone
@@ -155,23 +154,41 @@ def render_index(incidents: Iterable[dict]) -> str:
 
 
 # ------------------------------------------------------------------ data + Faust views
+#: the page's reads wait at most this long for the store (queued behind ingest + running)
+PAGE_TIMEOUT_S = 10.0
+
+
+def _incidents_query(incident_id: str | None, limit: int) -> tuple[str, dict[str, Any] | None]:
+    if incident_id is None:
+        return f"SELECT record FROM incidents FINAL ORDER BY failure_ts DESC LIMIT {int(limit)}", None
+    return ("SELECT record FROM incidents FINAL WHERE id = {id:String} OR job = {id:String} "
+            "ORDER BY attempt DESC LIMIT 1", {"id": incident_id})
+
+
+def _records(rows: list[Any]) -> list[dict]:
+    return [orjson.loads(r["record"] if isinstance(r, dict) else r[0]) for r in rows]
+
+
 def load_incidents(store: Any, incident_id: str | None = None, limit: int = 200) -> list[dict]:
     """Latest revisions from the ClickHouse store (``incidents FINAL``; ``record`` is the JSON)."""
-    if incident_id is None:
-        rows = store.query(f"SELECT record FROM incidents FINAL ORDER BY failure_ts DESC LIMIT {int(limit)}")
-    else:
-        rows = store.query("SELECT record FROM incidents FINAL WHERE id = {id:String} OR job = {id:String} "
-                           "ORDER BY attempt DESC LIMIT 1", {"id": incident_id})
-    out = []
-    for r in rows:
-        rec = r["record"] if isinstance(r, dict) else r[0]
-        out.append(orjson.loads(rec))
-    return out
+    sql, params = _incidents_query(incident_id, limit)
+    return _records(store.query(sql, params))
+
+
+async def aload_incidents(store: Any, incident_id: str | None = None, limit: int = 200, *,
+                          timeout_s: float = PAGE_TIMEOUT_S) -> list[dict]:
+    """``load_incidents`` without blocking the event loop (the store's owner runs it)."""
+    sql, params = _incidents_query(incident_id, limit)
+    return _records(await store.aquery(sql, params, timeout_s=timeout_s))
 
 
 def register_views(app: Any) -> None:
-    """Add ``/incidents`` and ``/incidents/{id}`` to a Faust app (``streams.app`` calls this)."""
+    """Add ``/incidents`` and ``/incidents/{id}`` to a Faust app (``streams.app`` calls this).
+    Each view checks the API token too (``sinks.api.authorize``), whatever middleware the
+    app has."""
     from faust import web
+
+    from ..sinks.api import ApiError, authorize, store_error
 
     def store() -> Any:
         st = getattr(app, "faultline_store", None)
@@ -182,29 +199,35 @@ def register_views(app: Any) -> None:
             st = app.faultline_store = open_store(getattr(app, "faultline_settings", None) or load())
         return st
 
-    async def fetch(incident_id: str | None) -> list[dict]:
-        return await asyncio.get_running_loop().run_in_executor(None, load_incidents, store(), incident_id)
+    def page(view: Any, text: str, status: int = 200, headers: dict | None = None) -> Any:
+        return view.bytes(text.encode(), content_type="text/html", status=status, headers=headers)
 
-    def page(view: Any, text: str, status: int = 200) -> Any:
-        return view.bytes(text.encode(), content_type="text/html", status=status)
+    async def fetch(view: Any, request: Any, incident_id: str | None) -> Any:
+        """The incidents, or the error page to answer instead."""
+        token = getattr(getattr(app, "faultline_settings", None), "api_token", None)
+        try:
+            authorize(request.headers, getattr(request, "remote", None), token)
+        except ApiError as e:
+            return page(view, _page("unauthorized", f"<p>{_e(e.reason)}</p>"), e.status)
+        try:
+            return await aload_incidents(store(), incident_id)
+        except Exception as e:  # store missing, busy or slow: say so on the page
+            log.warning("incident page failed", extra={"error": str(e)})
+            err = store_error(e)
+            return page(view, _page("error", f"<p>{_e(err.reason)}</p>"), err.status, err.headers)
 
     @app.page("/incidents")
     class IndexView(web.View):
         async def get(self, request: web.Request) -> web.Response:
-            try:
-                return page(self, render_index(await fetch(None)))
-            except Exception as e:  # store missing or busy: say so on the page
-                log.warning("incident index failed", extra={"error": str(e)})
-                return page(self, _page("error", f"<p>store unavailable: {_e(e)}</p>"), 503)
+            found = await fetch(self, request, None)
+            return found if not isinstance(found, list) else page(self, render_index(found))
 
     @app.page("/incidents/{incident_id}")
     class IncidentView(web.View):
         async def get(self, request: web.Request, incident_id: str) -> web.Response:
-            try:
-                found = await fetch(incident_id)
-            except Exception as e:
-                log.warning("incident page failed", extra={"error": str(e)})
-                return page(self, _page("error", f"<p>store unavailable: {_e(e)}</p>"), 503)
+            found = await fetch(self, request, incident_id)
+            if not isinstance(found, list):
+                return found
             if not found:
                 return page(self, _page("not found", f"<p>no incident or job {_e(incident_id)}</p>"), 404)
             return page(self, render_incident(found[0]))
