@@ -1,0 +1,92 @@
+"""Clock skew (issue 14, Must show "Clock skew"; item 7 of what was measured).
+
+Among a fleet's traffic, one ``gpu.sample`` from one node (the one the fewest incidents
+name) is stamped 23 h ahead (inside the contract's 24 h bound). On d8b4309 it moved event time
+forward and produced false stall incidents, in the worker and in `diagnose`. Here:
+
+- in `diagnose` (the in-process Engine): the incidents with the skewed event equal those
+  without it, every revision;
+- through the worker (one sink, one analysis worker, input flowing): the incidents equal
+  diagnose's without the skewed event, on every revision ever emitted; the skewed event
+  itself is still processed (stored exactly once like every other event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import orjson
+import pytest
+
+from faultline.config import Settings
+from faultline.streams.faust_topics import ensure_topics
+from harness import (Expectation, Feeder, Fleet, IncidentLog, Timeline, Traffic, check_incidents,
+                     fleet_traffic, key_view, pipeline_settings, report, settle_and_check)
+
+SEED = 301
+SKEW_MS = 23 * 3600 * 1000
+#: where in the input the skewed event goes (share of the events before it)
+AT = 0.3
+RATE = 2500
+
+
+def skewed_traffic(traffic: Traffic, exp: Expectation) -> tuple[Traffic, dict]:
+    """``traffic`` with one gpu.sample stamped SKEW_MS ahead, from the node the fewest
+    incidents name (none in a big enough fleet)."""
+    named = Counter(n for d in exp.latest.values() for n in (d.get("affected") or {}).get("nodes", []))
+    nodes = {orjson.loads(x).get("node") for x in traffic.lines[:2000]} - {None}
+    node = min(sorted(nodes), key=lambda n: named.get(n, 0))
+    at = int(len(traffic.lines) * AT)
+    for line in traffic.lines[at:]:
+        d = orjson.loads(line)
+        if d["kind"] == "gpu.sample" and d.get("node") == node:
+            break
+    else:
+        raise AssertionError(f"no gpu.sample of {node} after {AT:.0%} of the input")
+    ev = dict(d, id=d["id"] + "-skew", ts=d["ts"] + SKEW_MS)
+    lines = traffic.lines[:at] + [orjson.dumps(ev)] + traffic.lines[at:]
+    ids = {k: set(v) for k, v in traffic.ids.items()}
+    ids["gpu"].add(ev["id"])
+    return Traffic(traffic.seed, lines, ids, traffic.labels), ev
+
+
+def test_one_skewed_event_changes_no_incident_in_diagnose():
+    s = Settings()
+    traffic = fleet_traffic(SEED)
+    exp = Expectation.of(traffic.lines, s)
+    assert len(exp.live) >= 3, exp.live
+    skewed, ev = skewed_traffic(traffic, exp)
+    got = Expectation.of(skewed.lines, s)
+    # every revision diagnose emits with the skewed event, checked like a worker's stream
+    problems = check_incidents(exp, [(0.0, d) for revs in got.revisions.values() for d in revs])
+    assert not problems, (f"seed={SEED} skewed event {ev['id']} node={ev['node']} ts+23h:\n" + "\n".join(problems)
+                          + "\n" + "\n".join(f"{i}: {key_view(d)}" for i, d in got.latest.items()))
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_one_skewed_event_changes_no_incident_in_the_worker(settings, tmp_path):
+    s = pipeline_settings(settings)
+    tl = Timeline(SEED)
+    traffic = fleet_traffic(SEED)
+    exp = Expectation.of(traffic.lines, s)
+    skewed, ev = skewed_traffic(traffic, exp)
+    tl.mark(f"{skewed.n} events, {len(exp.latest)} incidents expected; skewed event {ev['id']} from "
+            f"{ev['node']} at {AT:.0%} of the input")
+    asyncio.run(ensure_topics(s))
+    inc = IncidentLog(s).start()
+    problems: list[str] = []
+    with Fleet(s, tmp_path, tl) as fleet:
+        try:
+            fleet.start_sink()
+            w = fleet.sink_worker if fleet.sink_worker is not None else fleet.add_worker()
+            fleet.wait_joined(w)
+            feeder = Feeder(s, skewed.lines, RATE).start()
+            tl.mark("input starts")
+            feeder.join()
+            tl.mark(f"input done ({feeder.seconds:.1f} s)")
+            problems = settle_and_check(s, fleet, inc, exp, skewed, tl)
+        finally:
+            inc.stop()
+        assert not problems, report(tl, problems, fleet)
