@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import time
 from typing import Any, Iterable, Iterator
 
@@ -144,14 +145,50 @@ def to_dict(ev: Envelope) -> dict[str, Any]:
     return orjson.loads(_encoder.encode(ev))
 
 
-def dead_letter(raw: bytes, reason: str, topic: str | None = None, partition: int | None = None,
-                offset: int | None = None, ts: int | None = None) -> bytes:
-    """A ``fl.deadletter`` record for input that was rejected, keeping the raw bytes."""
+#: a dead letter keeps this many leading bytes of the rejected input (base64 in ``raw_b64``),
+#: with the input's full ``size`` and ``sha256``: enough to see what a producer sent
+DEADLETTER_RAW_BYTES = 4096
+#: a dead letter's reason (and topic) are cut to this many characters
+MAX_REASON_CHARS = 1000
+MAX_TOPIC_CHARS = 255
+#: no dead-letter record is larger than this (encoded): base64 of 4 KiB is 5,464 bytes, a
+#: reason of 1,000 characters at most 6,000 (orjson escapes a control character in 6)
+MAX_DEADLETTER_BYTES = 16 * 1024
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (the last one an ellipsis when cut), and made
+    encodable: a lone surrogate (from a ``surrogateescape`` decode) becomes U+FFFD."""
+    if len(text) > limit:
+        text = text[: limit - 1] + "\u2026"
+    if not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def dead_letter(raw: bytes | bytearray | memoryview | str | None, reason: str, topic: str | None = None,
+                partition: int | None = None, offset: int | None = None, ts: int | None = None) -> bytes:
+    """A ``fl.deadletter`` record for input that was rejected: the reason, where it came from,
+    the first ``DEADLETTER_RAW_BYTES`` of the raw bytes (base64), the raw size and sha256.
+
+    Bounded whatever the input (at most ``MAX_DEADLETTER_BYTES``), so a 1 MB value or a
+    record that failed to send can always be dead-lettered (a copy of the whole input in
+    base64 was larger than the producer's 1 MB request limit)."""
+    if raw is None:
+        b = b""
+    elif isinstance(raw, str):
+        b = raw.encode("utf-8", "surrogatepass")
+    else:
+        b = bytes(raw)
+    n = len(b)
     return orjson.dumps({
         "ts": now_ms() if ts is None else ts,
-        "reason": reason,
-        "topic": topic,
+        "reason": clip(str(reason), MAX_REASON_CHARS),
+        "topic": None if topic is None else clip(str(topic), MAX_TOPIC_CHARS),
         "partition": partition,
         "offset": offset,
-        "raw_b64": base64.b64encode(bytes(raw)).decode("ascii"),
+        "raw_b64": base64.b64encode(b[:DEADLETTER_RAW_BYTES]).decode("ascii"),
+        "size": n,
+        "sha256": hashlib.sha256(b).hexdigest(),
+        "raw_truncated": n > DEADLETTER_RAW_BYTES,
     })

@@ -32,6 +32,10 @@ class Alert(Struct, kw_only=True):
     evidence: list[str] = []
     #: what the alert is about, e.g. ``gpu:n1/3``, ``port:leaf-03/Eth1/7`` (extension)
     subject: Union[str, None] = None
+    #: what ``schemas.bounds`` left out to keep the record bounded: field -> count of list
+    #: items (or characters, for text) left out, e.g. ``{"evidence": 412}`` (extension; empty
+    #: when nothing was)
+    omitted: dict[str, int] = {}
 
 
 class Cause(Struct, kw_only=True):
@@ -92,6 +96,8 @@ class Incident(Struct, kw_only=True):
     start_ts: Union[int, None] = None
     gpus: int = 0
     image: Union[str, None] = None
+    #: what ``schemas.bounds.cap_incident`` left out, as in ``Alert.omitted``
+    omitted: dict[str, int] = {}
 
 
 class Finding(Struct, kw_only=True):
@@ -111,3 +117,5 @@ class Finding(Struct, kw_only=True):
     action: str
     incidents: list[str] = []
     severity: AlertSeverity = "warning"
+    #: what ``schemas.bounds.cap_finding`` left out, as in ``Alert.omitted``
+    omitted: dict[str, int] = {}

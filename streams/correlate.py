@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 import msgspec
 from msgspec import Struct
 
+from ..schemas.bounds import cap_incident
 from ..schemas.outputs import Affected, Cause, Checkpoint, EvidenceItem, Incident, Retry
 from .detectors.job import AttemptRecord
 from .join import FABRIC_LINK, View
@@ -760,10 +761,12 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                        | {m.path for n in rec.nodes for m in view.mounts.get(n, ())})
     nodes_aff = sorted(set(rec.nodes) | {c.component[5:] for c in ranked if c.component.startswith("node:")})
 
-    return Incident(
+    # every output record is bounded (issue 14): the caps are far above what is built here,
+    # so they only cut pathological input (thousands of nodes, huge names or log lines)
+    return cap_incident(Incident(
         id=incident_id(rec.job, rec.attempt), revision=revision, job=rec.job, attempt=rec.attempt,
         tenant=rec.tenant, failure_ts=failure_ts, symptom=symptom, root_cause=root, hypotheses=hyps,
         ruled_out=ruled_out, evidence=evidence, last_checkpoint=last_ck, lost_gpu_hours=round(lost, 4),
         affected=Affected(nodes=nodes_aff, gpus=gpus_aff, ports=ports_aff, paths=paths_aff), retry=retry,
         state="stalled" if stalled and state == "running" else state, start_ts=start, gpus=rec.gpus, image=rec.image,
-    )
+    ))

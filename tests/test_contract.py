@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import msgspec
 import orjson
@@ -223,7 +224,8 @@ def test_dead_letter_record_keeps_raw_bytes():
     raw = b"\x00\xffnot json"
     rec = orjson.loads(dead_letter(raw, "not valid JSON", topic="fl.gpu", partition=2, offset=99, ts=5))
     assert rec == {"ts": 5, "reason": "not valid JSON", "topic": "fl.gpu", "partition": 2,
-                   "offset": 99, "raw_b64": base64.b64encode(raw).decode()}
+                   "offset": 99, "raw_b64": base64.b64encode(raw).decode(),
+                   "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest(), "raw_truncated": False}
 
 
 # ---------------------------------------------------------------- properties (hypothesis)

@@ -1,9 +1,10 @@
 """``faultline schema export DIR``: one JSON Schema (draft 2020-12) per kind and output record.
 
-The schemas are generated from the same msgspec models ``decode`` uses, plus the rules
-the models enforce in code (``node``/``job`` required per kind). Two rules cannot be
-expressed in JSON Schema and are stated in each description: ``ts`` at most 24 h in the
-future and 256 KiB per event.
+The schemas are generated from the same msgspec models ``decode`` uses (integer ranges
+included, as ``minimum``/``maximum``), plus the rules the models enforce in code
+(``node``/``job`` required per kind). Three rules cannot be expressed in JSON Schema and
+are stated in each description: ``ts`` at most 24 h in the future, 256 KiB per event, and
+valid UTF-8 throughout.
 """
 
 from __future__ import annotations
@@ -16,21 +17,28 @@ import msgspec
 import orjson
 
 from ..schemas import KIND_MODELS, KIND_TOPICS, MAX_EVENT_BYTES, TOPIC_KEYS, Alert, Event, Finding, Incident
-from ..schemas.codec import MAX_FUTURE_MS
+from ..schemas.codec import DEADLETTER_RAW_BYTES, MAX_DEADLETTER_BYTES, MAX_FUTURE_MS, MAX_REASON_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 BASE_ID = "https://faultline.dev/schemas/v1/"
 
-#: fl.deadletter records are built by ``schemas.dead_letter`` (plain dict, no model)
+#: fl.deadletter records are built by ``schemas.dead_letter`` (plain dict, no model); bounded:
+#: the raw input's first DEADLETTER_RAW_BYTES in base64, with its full size and sha256
 DEADLETTER_SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": (f"A rejected input or an output record too large to send. At most {MAX_DEADLETTER_BYTES} "
+                    f"bytes: `raw_b64` holds the first {DEADLETTER_RAW_BYTES} bytes of the raw value, `size` "
+                    f"and `sha256` describe all of it, `reason` is at most {MAX_REASON_CHARS} characters."),
     "properties": {
         "ts": {"type": "integer"},
-        "reason": {"type": "string"},
+        "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
         "topic": {"type": ["string", "null"]},
         "partition": {"type": ["integer", "null"]},
         "offset": {"type": ["integer", "null"]},
-        "raw_b64": {"type": "string", "contentEncoding": "base64"},
+        "raw_b64": {"type": "string", "contentEncoding": "base64", "maxLength": 4 * -(-DEADLETTER_RAW_BYTES // 3)},
+        "size": {"type": "integer", "minimum": 0, "description": "bytes of the whole raw value"},
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "of the whole raw value"},
+        "raw_truncated": {"type": "boolean", "description": "raw_b64 holds only the first bytes"},
     },
     "required": ["ts", "reason", "topic", "partition", "offset", "raw_b64"],
 }
@@ -38,7 +46,10 @@ DEADLETTER_SCHEMA: dict[str, Any] = {
 
 def _rules() -> str:
     return (f"Also enforced by faultline's decoder: `ts` (UTC epoch ms) at most "
-            f"{MAX_FUTURE_MS // 3_600_000} h in the future; at most {MAX_EVENT_BYTES} bytes per event.")
+            f"{MAX_FUTURE_MS // 3_600_000} h in the future; at most {MAX_EVENT_BYTES} bytes per event; "
+            f"valid UTF-8 throughout, unknown fields included. Integer ranges (minimum/maximum below): "
+            f"every integer is a signed 64-bit int, counters, indices and steps are >= 0 and epoch-ms "
+            f"times are 0..2^53-1; NaN, Infinity and numbers beyond a double's range are rejected.")
 
 
 def _patch(top: dict[str, Any], kind: str) -> None:
