@@ -32,6 +32,7 @@ import msgspec
 import orjson
 
 from ..schemas.outputs import Alert, Finding, Incident
+from ..schemas.registry import ALERTS, FINDINGS, INCIDENTS
 from .store import Store, ms
 
 log = logging.getLogger("faultline.sinks.writer")
@@ -55,6 +56,12 @@ class _Envelope(msgspec.Struct):
 
 
 _env_dec = msgspec.json.Decoder(_Envelope)
+#: one typed decoder per output topic (base name): the sink decodes each record once
+_OUT_DEC: dict[str, msgspec.json.Decoder] = {
+    ALERTS: msgspec.json.Decoder(Alert),
+    INCIDENTS: msgspec.json.Decoder(Incident),
+    FINDINGS: msgspec.json.Decoder(Finding),
+}
 _EV_COLS = ("id", "ts", "kind", "source", "node", "job", "tenant", "data")
 
 
@@ -82,8 +89,9 @@ def alert_row(a: Alert) -> dict[str, Any]:
     }
 
 
-def incident_rows(i: Incident) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ``incidents`` row and the ``incident_evidence`` rows of one incident revision."""
+def incident_rows(i: Incident, record: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``incidents`` row and the ``incident_evidence`` rows of one incident revision
+    (``record``: its JSON when the caller has it, as on fl.incidents)."""
     rc, ck, af, rt = i.root_cause, i.last_checkpoint, i.affected, i.retry
     row = {
         "id": i.id, "revision": i.revision, "job": i.job, "attempt": i.attempt,
@@ -101,7 +109,7 @@ def incident_rows(i: Incident) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "retry_ts": ms(rt.ts) if rt else None,
         "retry_same_nodes": (1 if rt.same_nodes else 0) if rt else None,
         "hypotheses": _enc.encode(i.hypotheses).decode(),
-        "record": _enc.encode(i).decode(),
+        "record": record if record is not None else _enc.encode(i).decode(),
     }
     ev = [{"incident_id": i.id, "revision": i.revision, "evidence_id": e.id, "ts": ms(e.ts),
            "layer": e.layer, "node": e.node or "", "summary": e.summary} for e in i.evidence]
@@ -193,6 +201,28 @@ class SinkWriter:
             self._n_ev += n
             self._added(n)
 
+    def add_events(self, evs: Iterable[Any]) -> None:
+        """Decoded contract events (``schemas.decode``: the sink's one decode per record);
+        ``data`` is re-encoded from the validated struct (the fields the contract defines)."""
+        enc = _enc.encode
+        with self._lock:
+            c = self._ev
+            ids, tss, kinds, srcs, nodes, jobs, tens, datas = (c[k] for k in _EV_COLS)
+            n = 0
+            for e in evs:
+                ids.append(e.id)
+                tss.append(e.ts)
+                kinds.append(e.kind)
+                srcs.append(e.source)
+                nodes.append(e.node or "")
+                jobs.append(e.job or "")
+                tens.append(e.tenant or "")
+                datas.append(enc(e.data).decode())
+                n += 1
+            if n:
+                self._n_ev += n
+                self._added(n)
+
     def add_event(self, ev: Any) -> None:
         """A decoded contract event (``schemas.Event``)."""
         self._append(ev.id, ev.ts, ev.kind, ev.source, ev.node, ev.job, ev.tenant, _enc.encode(ev.data).decode())
@@ -251,6 +281,33 @@ class SinkWriter:
             self.add_finding(rec)
         else:
             raise TypeError(f"add_output takes Alert, Incident or Finding, not {type(rec).__name__}")
+
+    def add_output_raw(self, topic: str, raw: bytes | bytearray | memoryview) -> None:
+        """One record as on output topic ``topic`` (base name: fl.alerts, fl.incidents,
+        fl.findings), decoded once into its struct; ``ValueError`` when it is not one."""
+        dec = _OUT_DEC.get(topic)
+        if dec is None:
+            raise TypeError(f"add_output_raw takes a record of {', '.join(_OUT_DEC)}, not of {topic}")
+        try:
+            rec = dec.decode(raw)
+        except msgspec.DecodeError as err:   # ValidationError is a DecodeError
+            raise ValueError(f"not a {topic} record: {err}") from None
+        if isinstance(rec, Incident):
+            row, ev = incident_rows(rec, record=bytes(raw).decode())
+            with self._lock:
+                self._incidents.append(row)
+                self._evidence.extend(ev)
+                self._added()
+        elif isinstance(rec, Alert):
+            row = alert_row(rec)
+            with self._lock:
+                self._alerts.append(row)
+                self._added()
+        else:
+            row = finding_row(rec)
+            with self._lock:
+                self._findings.append(row)
+                self._added()
 
     def __len__(self) -> int:
         return self._n

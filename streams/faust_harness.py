@@ -1,5 +1,12 @@
-"""Running `faultline worker` as a child process and reading output topics: used by the
-Faust integration tests and ``bench/streams_latency.py``."""
+"""Running `faultline worker` and `faultline sink` as child processes, the sink group's lag,
+and reading output topics: used by the Faust integration tests, the reliability tests, the
+demo and ``bench/streams_latency.py``.
+
+    with SinkProcess(settings, tmp / "sink", app_id=APP) as sink, \
+         WorkerProcess(settings, tmp / "w1", app_id=APP), WorkerProcess(settings, tmp / "w2", app_id=APP):
+        ...produce...
+        await wait_caught_up(settings, sink_group_id(settings, APP))   # everything is stored
+"""
 
 from __future__ import annotations
 
@@ -34,15 +41,15 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     return env
 
 
-class WorkerProcess:
-    """``with WorkerProcess(settings, workdir) as w:`` runs one `faultline worker`.
+class _Child:
+    """One `faultline <command>` child process; stdout/stderr go to ``workdir/<name>.log``
+    (read it with ``log()`` when a test fails). ``kill()`` sends SIGKILL (crash), ``stop()``
+    SIGTERM and waits; ``pid`` is the child's pid (None before ``start()``)."""
 
-    stdout/stderr go to ``workdir/worker.log`` (read it with ``log()`` when a test fails).
-    ``kill()`` sends SIGKILL (crash), ``stop()`` SIGTERM and waits.
-    """
+    command = "?"
 
     def __init__(self, settings: Settings, workdir: str | Path, *, app_id: str | None = None,
-                 loglevel: str = "warning", web_port: int | None = None, sink: bool = False,
+                 loglevel: str = "warning", web_port: int | None = None,
                  env: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.workdir = Path(workdir)
@@ -50,20 +57,24 @@ class WorkerProcess:
         self.app_id = app_id
         self.loglevel = loglevel
         self.web_port = web_port
-        self.sink = sink
         self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = self.workdir / "worker.log"
+        self.log_path = self.workdir / f"{self.command}.log"
 
-    def start(self) -> "WorkerProcess":
-        cmd = [sys.executable, "-m", "faultline.cli", "worker", "--workdir", str(self.workdir),
-               "--loglevel", self.loglevel]
+    def args(self) -> list[str]:
+        return []
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self) -> Any:
+        cmd = [sys.executable, "-m", "faultline.cli", self.command, "--workdir", str(self.workdir),
+               "--loglevel", self.loglevel, *self.args()]
         if self.app_id:
             cmd += ["--app-id", self.app_id]
         if self.web_port is not None:
             cmd += ["--web-port", str(self.web_port)]
-        if not self.sink:
-            cmd.append("--no-sink")
         fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, env=worker_env(self.settings, **self.env), stdout=fh, stderr=fh,
                                      start_new_session=True)
@@ -96,11 +107,113 @@ class WorkerProcess:
         except OSError:
             return ""
 
-    def __enter__(self) -> "WorkerProcess":
+    def __enter__(self) -> Any:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class WorkerProcess(_Child):
+    """``with WorkerProcess(settings, workdir) as w:`` runs one `faultline worker` (analysis
+    only; ``sink=True``: `faultline worker --sink`, the sink in the same process under the
+    sink's own group). Log in ``workdir/worker.log``."""
+
+    command = "worker"
+
+    def __init__(self, settings: Settings, workdir: str | Path, *, sink: bool = False, **kw: Any) -> None:
+        super().__init__(settings, workdir, **kw)
+        self.sink = sink
+
+    def args(self) -> list[str]:
+        return ["--sink"] if self.sink else []
+
+
+class SinkProcess(_Child):
+    """``with SinkProcess(settings, workdir, app_id=APP) as s:`` runs one `faultline sink`
+    (group ``sink_group_id(settings, APP)``; the SQL API and page on ``web_port``, none
+    without one, so parallel tests never fight over a port; ``batch_rows``: records per
+    stored batch, default 20,000). Log in ``workdir/sink.log``."""
+
+    command = "sink"
+
+    def __init__(self, settings: Settings, workdir: str | Path, *, batch_rows: int | None = None, **kw: Any) -> None:
+        super().__init__(settings, workdir, **kw)
+        self.batch_rows = batch_rows
+
+    def args(self) -> list[str]:
+        out = [] if self.web_port is not None else ["--no-web"]
+        return out + (["--batch-rows", str(self.batch_rows)] if self.batch_rows else [])
+
+
+def sink_group_id(settings: Settings, app_id: str | None = None) -> str:
+    """The sink's consumer group for the analysis app id ``app_id`` (``<app id>-sink``)."""
+    from .faust_sink import sink_group_id as gid
+
+    return gid(settings, app_id)
+
+
+async def group_lag(settings: Settings, group_id: str, topics: Any = None) -> int:
+    """Records of ``topics`` (base names; default every topic the sink reads) that group
+    ``group_id`` has not committed: end offsets minus committed offsets (a partition with no
+    commit counts from 0)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from .faust_sink import SINK_TOPICS
+
+    names = [settings.topic(t) for t in (topics or SINK_TOPICS)]
+    admin = AIOKafkaAdminClient(**settings.kafka_kwargs(), request_timeout_ms=10_000)
+    consumer = AIOKafkaConsumer(**settings.kafka_kwargs(), group_id=None)
+    await admin.start()
+    await consumer.start()
+    try:
+        committed = await _committed(admin, group_id)
+        parts = {t["topic"]: [p["partition"] for p in t["partitions"]]
+                 for t in await admin.describe_topics(names) if not t.get("error_code")}
+        tps = []
+        for n in names:
+            if not parts.get(n):
+                raise LookupError(f"topic {n} does not exist (or has no partitions yet)")
+            tps += [TopicPartition(n, p) for p in sorted(parts[n])]
+        ends = await consumer.end_offsets(tps)
+        lag = 0
+        for tp in tps:
+            meta = committed.get(tp)
+            done = meta.offset if meta is not None and meta.offset >= 0 else 0
+            lag += max(0, ends[tp] - done)
+        return lag
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+async def _committed(admin: Any, group_id: str, timeout_s: float = 30.0) -> Any:
+    """The group's committed offsets; retries while the broker's group coordinator is not
+    ready yet (a fresh broker answers GroupCoordinatorNotAvailable for a few seconds)."""
+    from aiokafka.errors import CoordinatorLoadInProgressError, GroupCoordinatorNotAvailableError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await admin.list_consumer_group_offsets(group_id)
+        except (GroupCoordinatorNotAvailableError, CoordinatorLoadInProgressError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def wait_caught_up(settings: Settings, group_id: str, topics: Any = None, *,
+                         timeout_s: float = 120.0, poll_s: float = 0.5) -> None:
+    """Wait until ``group_lag`` is 0 (for the sink: every record so far is stored);
+    ``TimeoutError`` names the lag left."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        lag = await group_lag(settings, group_id, topics)
+        if lag == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"group {group_id} still {lag} records behind after {timeout_s:.0f} s")
+        await asyncio.sleep(poll_s)
 
 
 async def read_topic(settings: Settings, topic: str, *, until: Callable[[list[Any]], bool],

@@ -1,13 +1,26 @@
-"""Sink task: every valid input event and every output record (alerts, incidents,
-findings) into ClickHouse / chDB through ``faultline.sinks.SinkWriter``.
+"""The sink: every valid input event and every output record (alerts, incidents, findings,
+dead letters) into ClickHouse / chDB through ``faultline.sinks.SinkWriter``.
 
-Records arrive through a ``RawFeed`` (batches of Faust messages, no Faust event or stream
-per record), up to ``max_rows`` records or ``within_s`` seconds a batch; each batch is
-flushed (in an executor thread, never on the event loop) *before* its messages are acked,
-so Faust commits the offsets only after the rows are stored. A crash re-delivers at most the batch in
-flight; the store is keyed by record id, so re-inserted rows never double-count.
-Invalid input is skipped here: the node / job agents dead-letter it, and the fl.deadletter
-records land in table ``deadletters``.
+The sink is its own consumer group (``sink_group_id``: ``<app id>-sink``), a plain aiokafka
+consumer with manual commits: it reads every partition of every input topic and of
+fl.alerts, fl.incidents, fl.findings and fl.deadletter whatever the analysis workers do,
+so no number of workers (nor ``--sink`` on any of them) can leave a partition unstored.
+``faultline sink`` hosts it (with the SQL API and the incident page); ``faultline worker
+--sink`` hosts it next to the analysis in one process, still under the sink's own group.
+
+Delivery: a batch (up to ``max_rows`` records or ``within_s`` seconds) is decoded into the
+writer, flushed to the store, and only THEN are its offsets committed. A store failure
+retries the same batch with exponential backoff (``RETRY_FIRST_S`` doubling up to
+``RETRY_CAP_S``), one log line per attempt at most every ``RETRY_LOG_EVERY_S``; nothing is
+acked while unstored, so the group's lag rises and drains once the store is back. A crash
+re-delivers at most the batch in flight; every table is keyed by record id (incidents by id
+and revision), so re-inserted rows collapse under FINAL.
+
+One decode per record: input events go through ``schemas.codec.decode`` (the function the
+worker's agents use, so the two agree exactly on what is invalid) and the writer takes the
+envelope columns and ``data`` from the decoded struct; output records are decoded once into
+their typed struct. Invalid input is skipped here: the worker dead-letters it, and its
+fl.deadletter record lands in table ``deadletters``.
 """
 
 from __future__ import annotations
@@ -15,81 +28,303 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
-import faust
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, KafkaError
 
 from ..config import Settings
 from ..schemas.codec import ContractError, decode, now_ms
-from ..schemas.registry import ALERTS, DEADLETTER, FINDINGS, INCIDENTS, INPUT_TOPICS
-from .faust_io import RawFeed
+from ..schemas.registry import DEADLETTER, INPUT_TOPICS, OUTPUT_TOPICS
 
 log = logging.getLogger("faultline.streams.sink")
 
+#: every topic the sink stores (base names): the input topics and the output topics
+SINK_TOPICS: tuple[str, ...] = (*INPUT_TOPICS, *OUTPUT_TOPICS)
+RETRY_FIRST_S = 0.5
+RETRY_CAP_S = 30.0
+RETRY_LOG_EVERY_S = 5.0
+#: how long a revocation waits for the batch in flight to be stored and committed
+REVOKE_WAIT_S = 10.0
+SKIP_LOG_EVERY_S = 10.0
+#: how long a shutdown waits for the batch in flight
+STOP_WAIT_S = 15.0
 
-def open_sink(settings: Settings) -> Any:
-    """Open the store (raises ``sinks.StoreLocked`` when another process owns it)."""
+__all__ = ["SINK_TOPICS", "SinkConsumer", "SinkStoreBusy", "sink_group_id", "open_sink", "install"]
+
+
+class SinkStoreBusy(RuntimeError):
+    """The embedded store is owned by another process: one sink per chDB directory."""
+
+
+def sink_group_id(settings: Settings, app_id: str | None = None) -> str:
+    """The sink's consumer group: ``<app id>-sink`` (the app id is the analysis group)."""
+    from .app import default_app_id
+
+    return f"{app_id or default_app_id(settings)}-sink"
+
+
+def open_sink(settings: Settings, *, max_rows: int = 50_000) -> tuple[Any, Any]:
+    """Open the store and a writer; ``SinkStoreBusy`` names the owner when another process
+    holds the embedded store."""
     from ..sinks import SinkWriter, open_store
+    from ..sinks.store import StoreLocked
 
-    store = open_store(settings)
-    return store, SinkWriter(store, max_rows=50_000, max_delay_s=1.0)
+    try:
+        store = open_store(settings)
+    except StoreLocked as e:
+        raise _busy(e) from None
+    return store, SinkWriter(store, max_rows=max_rows, max_delay_s=1.0)
 
 
-def install(app: faust.App, settings: Settings, store: Any, writer: Any, *,
-            max_rows: int = 20_000, within_s: float = 1.0) -> None:
-    """Add the sink agent to ``app`` (``store``/``writer`` from ``open_sink``)."""
-    T = settings.topic
-    outputs = {T(ALERTS), T(INCIDENTS), T(FINDINGS)}
-    dead = T(DEADLETTER)
-    topic = app.topic(*(T(t) for t in INPUT_TOPICS), *sorted(outputs), dead)
-    app.faultline_store = store  # type: ignore[attr-defined]   # sinks.api reads through it
-    app.faultline_sink = writer  # type: ignore[attr-defined]
+def _busy(e: Any) -> SinkStoreBusy:
+    who = f"process {e.pid}" if e.pid else "another process"
+    stop = f"stop that sink (kill {e.pid})" if e.pid else "stop the process that owns it"
+    return SinkStoreBusy(
+        f"the embedded store {e.path} is owned by {who}; exactly one sink (`faultline sink` or "
+        f"`faultline worker --sink`) may own an embedded chDB store: {stop}, or run the sinks "
+        "against a ClickHouse server (FAULTLINE_CLICKHOUSE_URL), which any number of sinks share")
 
-    # every input record passes here: a RawFeed (batches of Faust messages, no Faust event
-    # or stream per record), acked only once the batch is stored
-    feed = RawFeed(maxsize=4 * max_rows)   # fetching of a partition pauses at half of it
-    topic.faultline_feed = feed  # type: ignore[attr-defined]
-    app.topics.add(topic)
 
-    @app.on_partitions_revoked.connect
-    async def _on_revoked(sender: Any, revoked: Any = None, **kw: Any) -> None:
-        feed.clear()   # unacked: Faust seeks to the committed offsets after the rebalance
+class _RateLimited:
+    """At most one log line per ``every_s`` (the suppressed count rides on the next one)."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
+        self._last = -1e18
+        self.suppressed = 0
+
+    def ready(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            return True
+        self.suppressed += 1
+        return False
+
+    def take_suppressed(self) -> int:
+        n, self.suppressed = self.suppressed, 0
+        return n
+
+
+class _Listener(ConsumerRebalanceListener):
+    """On revocation, let the batch in flight finish storing and committing (bounded), so
+    the partitions' next owner does not re-store it; on assignment, log it."""
+
+    def __init__(self, sink: "SinkConsumer") -> None:
+        self.sink = sink
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked:
+            await self.sink.wait_idle(REVOKE_WAIT_S)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        log.info("sink partitions assigned", extra={"group": self.sink.group_id, "partitions": len(assigned)})
+
+
+class SinkConsumer:
+    """The sink's consumer loop (``await run()``; ``stop()`` ends it after the batch in flight).
+
+    ``writer``: a ``SinkWriter``; its ``flush`` runs in an executor thread, never on the loop.
+    ``on_stored(n_records)`` (tests, progress) is called after each stored and committed batch.
+    """
+
+    def __init__(self, settings: Settings, writer: Any, *, group_id: str, max_rows: int = 20_000,
+                 within_s: float = 1.0, retry_cap_s: float = RETRY_CAP_S,
+                 on_stored: Callable[[int], None] | None = None) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.group_id = group_id
+        self.max_rows = max_rows
+        self.within_s = within_s
+        self.retry_cap_s = retry_cap_s
+        self.on_stored = on_stored
+        T = settings.topic
+        self._kind = {T(t): ("input" if t in INPUT_TOPICS else t) for t in SINK_TOPICS}
+        self._stopping = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._skips = _RateLimited(SKIP_LOG_EVERY_S)
+        self._done = asyncio.Event()
+        self._stop_ev = asyncio.Event()
+        self.consumer: AIOKafkaConsumer | None = None
+        self.stored = 0
+        self.skipped = 0
+        self._batch_n = 0
+        self.failed_attempts = 0   # store flushes that failed (and were retried), in total
+
+    # ------------------------------------------------------------ lifecycle
+    def stop(self) -> None:
+        self._stopping = True
+        self._stop_ev.set()
+
+    async def close(self, timeout_s: float) -> None:
+        """Stop after the batch in flight is stored and committed (waits at most ``timeout_s``)."""
+        self.stop()
+        if self.consumer is not None:
+            try:
+                await asyncio.wait_for(self._done.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                log.warning("sink did not finish its batch within %.0f s of shutdown; it is re-read "
+                            "on restart", timeout_s, extra={"group": self.group_id})
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            log.warning("sink batch still unstored at a partition revocation; the next owner "
+                        "re-reads it (rows are idempotent)", extra={"group": self.group_id})
+            return False
+
+    async def run(self) -> None:
+        c = self.consumer = AIOKafkaConsumer(
+            **self.settings.kafka_kwargs(), group_id=self.group_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", max_poll_records=self.max_rows,
+            session_timeout_ms=15_000, heartbeat_interval_ms=3_000)
+        c.subscribe(topics=sorted(self._kind), listener=_Listener(self))
+        await c.start()
+        log.info("sink consuming", extra={"group": self.group_id, "topics": len(self._kind)})
+        try:
+            while not self._stopping:
+                offsets = await self._take()
+                if not offsets:
+                    continue
+                self._idle.clear()
+                try:
+                    if await self._store():
+                        await self._commit(offsets)
+                finally:
+                    self._idle.set()
+        finally:
+            try:
+                await c.stop()
+            finally:
+                self._done.set()
+
+    # ------------------------------------------------------------ one batch
+    async def _take(self) -> dict[TopicPartition, int]:
+        """Fill the writer with up to ``max_rows`` records or ``within_s`` seconds of them;
+        returns the next offset of each partition read (empty: nothing arrived)."""
+        assert self.consumer is not None
+        offsets: dict[TopicPartition, int] = {}
+        n = 0
+        deadline: float | None = None
+        while not self._stopping and n < self.max_rows:
+            wait = 0.5 if deadline is None else deadline - time.monotonic()
+            if wait <= 0:
+                break
+            got = await self.consumer.getmany(timeout_ms=int(wait * 1000), max_records=self.max_rows - n)
+            if not got:
+                if deadline is None:
+                    return offsets
+                continue
+            if deadline is None:
+                deadline = time.monotonic() + self.within_s
+            now = now_ms()
+            for tp, recs in got.items():
+                if recs:
+                    self.add_records(self._kind.get(tp.topic, "input"), recs, now)
+                    offsets[tp] = recs[-1].offset + 1
+                    n += len(recs)
+        self._batch_n = n
+        return offsets
+
+    def add_records(self, kind: str, recs: list[Any], now: int) -> None:
+        """Records of one topic (``kind``: "input" or the output topic's base name) into the
+        writer, one decode each; a record that does not decode is counted in ``skipped``."""
+        w = self.writer
+        if kind == "input":
+            evs = []
+            for r in recs:
+                if r.value is None:
+                    continue
+                try:
+                    evs.append(decode(r.value, now=now))
+                except ContractError:
+                    self.skipped += 1   # the worker dead-letters it (same decode function)
+            w.add_events(evs)
+            return
+        for r in recs:
+            if r.value is None:
+                continue
+            try:
+                if kind == DEADLETTER:
+                    w.add_deadletter(r.value)
+                else:
+                    w.add_output_raw(kind, r.value)
+            except (ValueError, TypeError) as err:
+                self.skipped += 1
+                if self._skips.ready():
+                    log.warning("sink skipped a record that is not a valid %s record", kind,
+                                extra={"topic": r.topic, "partition": r.partition, "offset": r.offset,
+                                       "error": str(err)[:300], "suppressed": self._skips.take_suppressed()})
+
+    async def _store(self) -> bool:
+        """Flush until stored (backoff, rate-limited log lines); False when stopped first."""
+        loop = asyncio.get_running_loop()
+        delay, attempt, t0 = RETRY_FIRST_S, 0, time.monotonic()
+        said = _RateLimited(RETRY_LOG_EVERY_S)
+        while True:
+            try:
+                await loop.run_in_executor(None, self.writer.flush)
+                break
+            except Exception as err:  # noqa: BLE001 - keep the batch; retry (rows are idempotent)
+                attempt += 1
+                self.failed_attempts += 1
+                if said.ready():
+                    log.error("sink: storing a batch failed (attempt %d, unstored for %.0f s); retrying in "
+                              "%.1f s, offsets stay uncommitted: %s", attempt, time.monotonic() - t0, delay,
+                              str(err)[:300], extra={"group": self.group_id, "attempt": attempt})
+                try:
+                    await asyncio.wait_for(self._stop_ev.wait(), delay)
+                    return False   # stopping: the batch stays uncommitted, re-read on restart
+                except asyncio.TimeoutError:
+                    pass
+                delay = min(delay * 2, self.retry_cap_s)
+        if attempt:
+            log.warning("sink: store back after %d failed attempts (%.1f s); catching up", attempt,
+                        time.monotonic() - t0, extra={"group": self.group_id})
+        return True
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        assert self.consumer is not None
+        mine = self.consumer.assignment()
+        keep = {tp: off for tp, off in offsets.items() if tp in mine}
+        n = getattr(self, "_batch_n", 0)
+        self.stored += n
+        if keep:
+            try:
+                await self.consumer.commit(keep)
+            except (CommitFailedError, KafkaError) as err:
+                # the group moved on (rebalance): the partitions' owner re-reads from the last
+                # commit; the rows are stored already and collapse under FINAL
+                log.warning("sink commit failed after storing; the batch will be re-read",
+                            extra={"group": self.group_id, "error": str(err)[:300]})
+        if self.on_stored is not None:
+            self.on_stored(n)
+
+
+def install(app: Any, settings: Settings, store: Any, writer: Any, *, group_id: str,
+            max_rows: int = 20_000, within_s: float = 1.0) -> SinkConsumer:
+    """Host the sink in the Faust ``app`` as a task (``faultline worker --sink``, ``faultline
+    sink``); ``app.faultline_store`` lets the SQL API and the incident page read the store.
+    On shutdown the batch in flight is stored and committed first (bounded by STOP_WAIT_S)."""
+    app.faultline_store = store  # type: ignore[attr-defined]   # sinks.api / streams.web read it
+    sink = SinkConsumer(settings, writer, group_id=group_id, max_rows=max_rows, within_s=within_s)
 
     @app.task
-    async def sink() -> None:
-        loop = asyncio.get_running_loop()
-        consumer = app.consumer
-        while not app.should_stop:
-            batch = await feed.take(max_rows, within_s)
-            now = now_ms()
-            raws: list[bytes] = []
-            for m in batch:
-                v = m.value
-                if v is None:
-                    continue
-                try:
-                    if m.topic in outputs:
-                        writer.add_output(v)
-                    elif m.topic == dead:
-                        writer.add_deadletter(v)
-                    else:
-                        decode(v, now=now)   # validate; invalid input is dead-lettered elsewhere
-                        raws.append(v)
-                except (ContractError, ValueError, TypeError):
-                    continue
-                except Exception as err:  # noqa: BLE001 - one record never stops the sink
-                    log.warning("sink skipped a record", extra={"error": str(err)})
-            if raws:
-                writer.add_raws(raws)
-            while True:
-                try:
-                    await loop.run_in_executor(None, writer.flush)
-                    break
-                except Exception as err:  # noqa: BLE001 - keep the batch; retry (rows are idempotent)
-                    log.error("sink flush failed; retrying in 2 s", extra={"error": str(err)})
-                    await asyncio.sleep(2.0)
-            RawFeed.ack(consumer, batch)
-            inbound = app.monitor.stream_inbound_time   # Faust's "stream idle" check reads it
-            t = time.monotonic()
-            for tp in {m.tp for m in batch}:
-                inbound[tp] = t
+    async def faultline_sink() -> None:
+        try:
+            await sink.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a dead sink must not look alive: crash the worker, loudly
+            log.exception("the sink stopped: %s", err)
+            await app.crash(err)
+
+    @app.on_before_shutdown.connect
+    async def _stop_sink(sender: Any, **kw: Any) -> None:
+        await sink.close(STOP_WAIT_S)
+
+    return sink
