@@ -5,6 +5,11 @@ correlator would emit for them, and the ground truth the trend queries must repr
 Injected patterns: GPU ``<offender>/3`` keeps failing (gpu_hardware); switch port
 ``<flaky_port>`` flaps (network_link); a driver upgrade on the first half of the nodes raises
 their interruption rate (change_regression); everything else fails rarely and at random.
+
+``withdrawn=N`` adds N incidents the worker raised and then withdrew (a stall that resolved
+itself: revision 1 ``stalled``, revision 2 ``recovered``, as ``streams.engine`` emits them)
+on completed attempts, blaming the offender GPU with a large loss: ``write`` stores both
+revisions, and every query must count them nowhere (the truth leaves them out).
 """
 
 from __future__ import annotations
@@ -34,10 +39,16 @@ class Dataset:
     flaky_port: str
     change_nodes: list[str]
     truth: dict[str, Any] = field(default_factory=dict)
+    #: every revision of the withdrawn incidents, in emission order (``withdrawn=N``)
+    withdrawn: list[Incident] = field(default_factory=list)
+
+
+#: the state of an incident's last revision when the worker withdrew it (``Engine._withdraw``)
+WITHDRAWN_STATE = "recovered"
 
 
 def build(*, n_nodes: int = 16, n_jobs: int = 120, seed: int = 7, t0: int | None = None,
-          samples_per_attempt: int = 4) -> Dataset:
+          samples_per_attempt: int = 4, withdrawn: int = 0) -> Dataset:
     """Build a deterministic dataset (``t0`` defaults to 6 days ago, hour-aligned)."""
     import time
 
@@ -199,7 +210,27 @@ def build(*, n_nodes: int = 16, n_jobs: int = 120, seed: int = 7, t0: int | None
         "first_revisions": [i for i in incidents if any(f.id == i.id and f.revision > i.revision for f in final)],
         "attempts_meta": attempts_meta,
     }
+    ds.withdrawn = _withdrawn(attempts_meta, offender, withdrawn)
     return ds
+
+
+def _withdrawn(attempts_meta: list[dict[str, Any]], offender: str, n: int) -> list[Incident]:
+    """Both revisions of ``n`` withdrawn incidents on completed attempts (see module doc)."""
+    import msgspec
+
+    out: list[Incident] = []
+    done = [a for a in attempts_meta if not a["cause"]][:n]
+    for a in done:
+        mid = (a["start"] + a["end"]) // 2 // 1000 * 1000
+        stalled = Incident(
+            id=f"inc-{a['job']}-{a['attempt']}-stall", revision=1, job=a["job"], attempt=a["attempt"],
+            tenant="t1", failure_ts=mid, symptom="no progress for 10 min",
+            root_cause=Cause(category="gpu_hardware", component=f"gpu:{offender}/3", summary="stall", confidence=0.5),
+            ruled_out=[], evidence=[], last_checkpoint=None, lost_gpu_hours=100.0,
+            affected=Affected(nodes=[*a["nodes"], offender], gpus=[f"{offender}/3"], ports=[], paths=[]),
+            state="stalled", start_ts=a["start"], gpus=16, image="repo/train:v1")
+        out += [stalled, msgspec.structs.replace(stalled, revision=2, state=WITHDRAWN_STATE)]
+    return out
 
 
 def write(store: Any, ds: Dataset, *, twice: bool = False) -> None:
@@ -217,7 +248,11 @@ def write(store: Any, ds: Dataset, *, twice: bool = False) -> None:
             w.add_incident(i)
         for i in ds.incidents:
             w.add_incident(i)
+        for i in ds.withdrawn:   # raised, then withdrawn: the later revision wins
+            w.add_incident(i)
         if r == 1:
             for i in ds.truth["first_revisions"]:  # stale revisions arriving late
+                w.add_incident(i)
+            for i in ds.withdrawn[::2]:            # a withdrawn incident's raising revision, late
                 w.add_incident(i)
         w.flush()

@@ -8,6 +8,11 @@ Header lines (SQL comments at the top of the file)::
 
 Parameters are ClickHouse query parameters (``{since_ms:Int64}`` in the body), the same
 syntax for chDB and a server; defaults are JSON literals.
+
+Counting rule for every query that reads ``incidents``: each incident counts by its latest
+revision (``incidents FINAL``, the table is a ReplacingMergeTree on ``revision``), and one
+whose latest revision is withdrawn (``state != 'recovered'``: a stall that resolved itself,
+``streams.engine`` ``_withdraw``) counts nowhere. ``tests/test_sinks_trends.py`` checks it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Every trend query on a simulated fleet with injected patterns, checked against the
 dataset's ground truth; and re-delivery (every event, alert and incident revision twice,
-stale revisions last) must not change any answer."""
+stale revisions last) must not change any answer. Incidents the worker raised and then
+withdrew (latest revision ``recovered``) are in the store and count nowhere."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def test_every_trend_runs_on_an_empty_store(tmp_path):
 
 @pytest.fixture(scope="module")
 def ds():
-    return dataset.build(seed=11)
+    return dataset.build(seed=11, withdrawn=3)
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +45,13 @@ def test_every_trend_name_has_a_query_with_header():
 
 
 def test_duplicates_collapse_in_counts(store, ds):
-    assert store.query("SELECT count() AS n FROM incidents_latest")[0]["n"] == len(ds.incidents)
+    assert store.query("SELECT count() AS n FROM incidents_latest WHERE state != 'recovered'")[0]["n"] \
+        == len(ds.incidents)
     assert store.query("SELECT uniqExact(id) AS n FROM events_sched")[0]["n"] == sum(
         1 for e in ds.events if b'"kind":"sched.job"' in e)
     # every latest revision wins even though the stale one was inserted last
     revs = {r["id"]: r["revision"] for r in store.query("SELECT id, revision FROM incidents_latest")}
-    assert revs == {i.id: i.revision for i in ds.incidents}
+    assert revs == {i.id: i.revision for i in [*ds.incidents, *ds.withdrawn[1::2]]}
     assert store.query("SELECT count() AS n FROM attempts")[0]["n"] == ds.truth["attempts"]
 
 
@@ -139,3 +141,33 @@ def test_checkpoints_rates(store, ds):
         if ok[job] + bad[job]:
             assert r["success_rate"] == pytest.approx(ok[job] / (ok[job] + bad[job]), abs=1e-4)
     assert any(r["age_min"] is not None and r["age_min"] > 0 for r in rows.values())
+
+
+def test_withdrawn_incidents_count_nowhere(store, ds):
+    """A withdrawn incident (latest revision ``recovered``; its first revision blamed the
+    offender GPU with 100 GPU-h) is stored, and no trend counts it or its loss."""
+    assert len(ds.withdrawn) == 6
+    ids = tuple(i.id for i in ds.withdrawn[1::2])
+    got = store.query("SELECT id, state FROM incidents FINAL WHERE id IN {ids:Array(String)}", {"ids": list(ids)})
+    assert {r["id"]: r["state"] for r in got} == {i: dataset.WITHDRAWN_STATE for i in ids}
+    lost = run_trend(store, "lost-compute", {"bucket": "week"})
+    assert sum(r["incidents"] for r in lost) == len(ds.incidents)
+    assert sum(r["gpu_hours_lost"] for r in lost) == pytest.approx(sum(ds.truth["lost_by_category"].values()), abs=1e-3)
+    ettr = run_trend(store, "ettr")
+    assert sum(r["interruptions"] for r in ettr) == len(ds.incidents)
+    infra = [i for i in ds.incidents if i.root_cause.category not in ("application", "scheduler")]
+    gpu = [r for r in run_trend(store, "repeat-offenders", {"top": 100})
+           if r["dimension"] == "gpu" and r["subject"] == ds.offender_gpu]
+    assert gpu and gpu[0]["incidents"] == sum(ds.offender_gpu in i.affected.gpus or
+                                              i.root_cause.component == f"gpu:{ds.offender_gpu}" for i in infra)
+    mtbf = {r["subject"]: r for r in run_trend(store, "mtbf") if r["scope"] == "node"}
+    assert mtbf[ds.offender_node]["failures"] == sum(ds.offender_node in i.affected.nodes for i in infra)
+
+
+def test_every_query_reading_incidents_skips_withdrawn_ones():
+    """Every trend that reads the incidents table counts latest revisions (FINAL) without
+    the withdrawn ones: a new query that forgets it fails here."""
+    for q in load_queries().values():
+        if "FROM incidents" in q.sql:
+            assert "incidents FINAL" in q.sql or "incidents AS i FINAL" in q.sql, q.name
+            assert f"state != '{dataset.WITHDRAWN_STATE}'" in q.sql, q.name

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .worker import open_sink_or_fail, prepare, serve
+from .worker import build_app, open_sink_or_fail, prepare, serve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,10 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = prepare(args)
-    store, writer = open_sink_or_fail(settings)
 
     from ..streams import faust_sink
-    from ..streams.app import create_app, register_views
+    from ..streams.app import register_views
 
     workdir = Path(args.workdir or "var/sink").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -48,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     web_port = args.web_port if args.web_port is not None else settings.web_port
     # a Faust app with no agents hosts the web views and runs the sink as a task; its own
     # app id keeps Faust's (agent-less) consumer out of the sink's group
-    app = create_app(settings, app_id=f"{group}-web", web_enabled=not args.no_web,
-                     web_port=web_port, datadir=workdir / "faust", install=False)
+    app = build_app(settings, app_id=f"{group}-web", web_enabled=not args.no_web,
+                    web_port=web_port, datadir=workdir / "faust")
+    store, writer = open_sink_or_fail(settings)
     faust_sink.install(app, settings, store, writer, group_id=group, max_rows=max(1, args.batch_rows))
     if not args.no_web:
         register_views(app)

@@ -91,19 +91,30 @@ def serve(app: Any, workdir: Path, loglevel: str | None, settings: Any, store: A
     return 0
 
 
+def build_app(settings: Any, **kw: Any) -> Any:
+    """``streams.app.create_app`` with a refused web configuration (a non-loopback bind
+    without a token) as a ``CliError``."""
+    from ..streams.app import create_app
+
+    try:
+        return create_app(settings, install=False, **kw)
+    except config.ConfigError as e:
+        raise CliError(str(e)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     settings = prepare(args)
-    sink = open_sink_or_fail(settings) if args.sink else None
 
-    from ..streams.app import create_app, install_all
+    from ..streams.app import install_all
 
     workdir = Path(args.workdir or "var/worker").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     web_port = args.web_port
     if web_port is None and os.environ.get("FAULTLINE_WEB_PORT"):
         web_port = settings.web_port
-    app = create_app(settings, app_id=args.app_id, web_enabled=web_port is not None,
-                     web_port=web_port, datadir=workdir / "faust", install=False)
+    app = build_app(settings, app_id=args.app_id, web_enabled=web_port is not None,
+                    web_port=web_port, datadir=workdir / "faust")
+    sink = open_sink_or_fail(settings) if args.sink else None
     if sink is not None:
         from ..streams import faust_sink
 

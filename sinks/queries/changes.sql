@@ -15,7 +15,7 @@ att AS (SELECT job, attempt, start_ts, n AS node FROM attempts ARRAY JOIN nodes 
 inc AS
 (
     SELECT job, attempt, toUInt8(1) AS hit FROM incidents FINAL
-    WHERE category NOT IN {exclude:Array(String)}
+    WHERE category NOT IN {exclude:Array(String)} AND state != 'recovered'
 ),
 pairs AS
 (

@@ -19,6 +19,7 @@ inc AS
 (
     SELECT job, attempt, 1 AS interrupted, last_checkpoint_ts
     FROM incidents FINAL
+    WHERE state != 'recovered'
 ),
 per AS
 (

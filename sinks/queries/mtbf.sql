@@ -19,7 +19,7 @@ att AS
 inc AS
 (
     SELECT id, affected_nodes FROM incidents FINAL
-    WHERE failure_ts >= w_from AND failure_ts < w_to AND category NOT IN {exclude:Array(String)}
+    WHERE state != 'recovered' AND failure_ts >= w_from AND failure_ts < w_to AND category NOT IN {exclude:Array(String)}
 ),
 seg AS (SELECT DISTINCT node, argMax(segment, ts) AS segment FROM topology_links GROUP BY node, nic HAVING segment != ''),
 up AS

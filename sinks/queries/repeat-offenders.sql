@@ -42,7 +42,7 @@ inc AS
                    startsWith(component, 'version:image='), 'image', '') AS cdim,
            replaceRegexpOne(component, '^(version:[a-z_]+=|[a-z]+:)', '') AS csubj
     FROM incidents FINAL
-    WHERE failure_ts >= w_from AND failure_ts < w_to AND category NOT IN {exclude:Array(String)}
+    WHERE state != 'recovered' AND failure_ts >= w_from AND failure_ts < w_to AND category NOT IN {exclude:Array(String)}
 ),
 hits AS
 (
