@@ -30,7 +30,7 @@ class ApiClient:
         req = urllib.request.Request(self.location + path, data=orjson.dumps(payload), method="POST",
                                      headers={"Content-Type": "application/json"})
         if self._token:
-            req.add_header("Authorization", f"Bearer {self._token}")
+            req.add_header("Authorization", _bearer(self._token))
         try:
             with urllib.request.urlopen(req, timeout=self._timeout) as r:
                 return orjson.loads(r.read())
@@ -46,7 +46,7 @@ class ApiClient:
     def health(self) -> dict[str, Any]:
         req = urllib.request.Request(self.location + "/faultline/api/health")
         if self._token:
-            req.add_header("Authorization", f"Bearer {self._token}")
+            req.add_header("Authorization", _bearer(self._token))
         try:
             with urllib.request.urlopen(req, timeout=3) as r:
                 return orjson.loads(r.read())
@@ -68,6 +68,12 @@ class ApiClient:
 
     def close(self) -> None:
         pass
+
+
+def _bearer(token: str) -> str:
+    """The Authorization value, its bytes UTF-8 on the wire (http.client sends str headers
+    as Latin-1; the server compares UTF-8 bytes, so a non-ASCII token must match)."""
+    return "Bearer " + token.encode("utf-8").decode("latin-1")
 
 
 def open_reader(settings: Any, store_path: str | None = None) -> Any:

@@ -192,15 +192,16 @@ def _function_allowed(name: str) -> bool:
     low = name.lower()
     if low in FUNCTIONS:
         return True
-    base = name
-    changed = True
-    while changed:   # aggregate combinators: countIf, uniqExactIf, sumArrayIf, ...
-        changed = False
-        for c in _COMBINATORS:
-            if base.endswith(c) and len(base) > len(c):
-                base = base[: -len(c)]
-                changed = True
-    return base.lower() in _AGG_LOWER
+    return _aggregate_with_combinators(name)
+
+
+def _aggregate_with_combinators(name: str) -> bool:
+    """An allowed aggregate with combinator suffixes: countIf, uniqExactIf, groupArrayIf,
+    sumArrayIf, ... (every way of splitting the suffixes off is tried)."""
+    if name.lower() in _AGG_LOWER:
+        return True
+    return any(name.endswith(c) and len(name) > len(c) and _aggregate_with_combinators(name[: -len(c)])
+               for c in _COMBINATORS)
 
 
 def check_select(sql: str) -> list[Token]:
