@@ -85,6 +85,12 @@ POISON = [
     ("step 2^70", raw_with("runtime.progress", "data.step", BIG), "signed 64-bit", "$.data.step"),
     ("rank 2^70", raw_with("runtime.log", "data.rank", BIG), "signed 64-bit", "$.data.rank"),
     ("gpu index 2^70", raw_with("gpu.sample", "data.gpu", BIG), "signed 64-bit", "$.data.gpu"),
+    ("rdma counter 1e400", raw_with("net.rdma", "data.counters", b'{"rx_retry":1e400}'), "Number out of range",
+     "$.data.counters[...]"),
+    ("rank map value 2^70", raw_with("sched.job", "data.ranks", b'{"0":%s}' % BIG), "Expected `str | null`",
+     "$.data.ranks[...]"),
+    ("versions map value 2^70", raw_with("inventory.versions", "data", b'{"driver":%s}' % BIG), "Expected `str`",
+     "$.data[...]"),
     ("float 1e400", raw_with("gpu.sample", "data.temp_c", b"1e400"), "Number out of range", "$.data.temp_c"),
     ("float -1e400", raw_with("hw.sensor", "data.value", b"-1e400"), "Number out of range", "$.data.value"),
     ("float as a 400-digit int", raw_with("storage.sample", "data.read_lat_ms", b"1" + b"0" * 400),
@@ -130,6 +136,30 @@ def test_engine_and_validate_give_decodes_reasons():
     good, bad = validate_lines(io.BytesIO(b"\n".join(raws) + b"\n"), out)
     assert (good, bad) == (0, len(raws))
     assert [orjson.loads(ln)["reason"] for ln in out.getvalue().splitlines()] == want
+
+
+def test_worker_decode_gives_exactly_one_dead_letter_per_invalid_record():
+    """The worker's batch decode (agents.decode_events): every invalid record of a mixed batch
+    (each poison case, a null value, random bytes) gives one bounded dead letter with decode's
+    reason and its own offset; the valid records pass in order."""
+    from types import SimpleNamespace
+
+    from faultline.streams.agents import decode_events
+
+    valid = [orjson.dumps(example("gpu.xid", id=f"ok{i}", ts=TS + i)) for i in range(3)]
+    invalid = [raw for _, raw, _, _ in POISON] + [None, b"\x00\x01\x02", b"null", b"[]", b"{}"]
+    values = invalid[:5] + valid[:1] + invalid[5:20] + valid[1:] + invalid[20:]
+    batch = [SimpleNamespace(value=v, topic="fl.gpu", partition=1, offset=n) for n, v in enumerate(values)]
+    ok, dead = decode_events(batch, {"fl.gpu": "gpu"})
+    assert [ev.id for ev, _ in ok] == ["ok0", "ok1", "ok2"]
+    assert len(dead) == len(invalid)
+    recs = [orjson.loads(d) for d in dead]
+    assert all(len(d) <= MAX_DEADLETTER_BYTES for d in dead)
+    assert sorted(r["offset"] for r in recs) == [n for n, v in enumerate(values) if v not in valid]
+    for r in recs:
+        v = values[r["offset"]]
+        assert r["reason"] == ("empty message (null value)" if v is None else reason_of(v).reason)
+        assert r["size"] == len(v or b"") and r["topic"] == "fl.gpu" and r["partition"] == 1
 
 
 @pytest.mark.parametrize("literal,want", [
