@@ -392,3 +392,31 @@ def test_every_product_query_passes_the_allow_list_and_runs(tmp_path):
             assert isinstance(out["rows"], list), name
     finally:
         store.close()
+
+
+# ------------------------------------------------------------------ faultline config
+def test_config_masks_every_secret_name_and_url_credential(tmp_path):
+    cfg = tmp_path / "faultline.toml"
+    cfg.write_text(textwrap.dedent("""
+        clickhouse_url = "http://default:CHPASS-1@ch.local:8123/fl?password=CHPASS-2&database=fl"
+        bmc_password = "BMCPASS-3"
+        snmp_auth_key = "SNMPKEY-4"
+        snmp_community = "COMMUNITY-5"
+        [collectors.bmc]
+        hosts = ["10.0.0.1"]
+        Secret_Token = "NESTED-6"
+        endpoint = "https://ops:URLPASS-7@bmc.local/redfish?token=URLTOK-8&x=1"
+        [[collectors.snmp]]
+        privKey = "PRIV-9"
+    """))
+    r = fl("--config", str(cfg), "config", env={"FAULTLINE_API_TOKEN": "APITOK-10",
+                                                 "FAULTLINE_KAFKA_SASL_PASSWORD": "SASL-11"})
+    assert r.returncode == 0, r.stderr
+    for secret in ("CHPASS-1", "CHPASS-2", "BMCPASS-3", "SNMPKEY-4", "COMMUNITY-5", "NESTED-6", "URLPASS-7",
+                   "URLTOK-8", "PRIV-9", "APITOK-10", "SASL-11"):
+        assert secret not in r.stdout, secret
+    out = orjson.loads(r.stdout)
+    assert out["clickhouse_url"] == "http://default:***@ch.local:8123/fl?password=***&database=fl"
+    assert out["extra"]["collectors"]["bmc"]["hosts"] == ["10.0.0.1"]
+    assert out["extra"]["collectors"]["bmc"]["endpoint"] == "https://ops:***@bmc.local/redfish?token=***&x=1"
+    assert out["extra"]["bmc_password"] == "***" and out["web_bind"] == "127.0.0.1"
