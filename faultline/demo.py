@@ -2,7 +2,8 @@
 the ClickHouse store, watched live in the terminal.
 
 The demo starts what it needs (topics under the ``demo.`` prefix, recreated each run so
-``make demo`` twice works; one worker; the simulator publishing at ``--speed``), shows
+``make demo`` twice works; one analysis worker and one sink, ``faultline worker`` and
+``faultline sink``, as a deployment runs them; the simulator publishing at ``--speed``), shows
 throughput, jobs, alerts and incidents as they happen, then a summary against the
 simulator's ground truth, and stops everything it started (Ctrl-C too).
 """
@@ -235,6 +236,7 @@ class Demo:
         self.console = console or Console(stderr=False)
         self.workdir = Path(opts.workdir).resolve()
         self.worker = None
+        self.sink = None
         self.sim: subprocess.Popen | None = None
         self.state = DemoState()
 
@@ -256,32 +258,29 @@ class Demo:
         await create_topics(self.settings)
         await _wait_leaders(self.settings)
 
-    async def _lag(self) -> int:
-        """Records on the input topics the worker has not committed yet."""
-        from aiokafka.admin import AIOKafkaAdminClient
+    async def _lag(self) -> tuple[int, int]:
+        """(input records the worker has not committed, records the sink has not stored)."""
+        from .streams.faust_harness import group_lag, sink_group_id
 
-        admin = AIOKafkaAdminClient(**self.settings.kafka_kwargs(), request_timeout_ms=10_000)
-        consumer = AIOKafkaConsumer(**self.settings.kafka_kwargs(), group_id=None)
-        await admin.start()
-        await consumer.start()
-        try:
-            committed = await admin.list_consumer_group_offsets(self.app_id)
-            tps = [tp for tp in committed if tp.topic[len(self.settings.topic_prefix):] in INPUT_TOPICS]
-            if not tps:
-                return -1
-            ends = await consumer.end_offsets(tps)
-            return sum(max(0, ends[tp] - committed[tp].offset) for tp in tps)
-        finally:
-            await consumer.stop()
-            await admin.close()
+        worker = await group_lag(self.settings, self.app_id, INPUT_TOPICS)
+        sink = await group_lag(self.settings, sink_group_id(self.settings, self.app_id))
+        return worker, sink
 
     def _start_worker(self) -> None:
-        from .streams.faust_harness import WorkerProcess
+        """The analysis worker and the sink (which serves the incident page and SQL API)."""
+        from .streams.faust_harness import SinkProcess, WorkerProcess
 
-        wd = self.workdir / "worker"
-        shutil.rmtree(wd, ignore_errors=True)
-        self.worker = WorkerProcess(self.settings, wd, app_id=self.app_id,
-                                    web_port=self.opts.web_port, loglevel="warning", sink=True).start()
+        for name in ("worker", "sink"):
+            shutil.rmtree(self.workdir / name, ignore_errors=True)
+        self.sink = SinkProcess(self.settings, self.workdir / "sink", app_id=self.app_id,
+                                web_port=self.opts.web_port, loglevel="warning").start()
+        self.worker = WorkerProcess(self.settings, self.workdir / "worker", app_id=self.app_id,
+                                    loglevel="warning").start()
+
+    def _check_alive(self) -> None:
+        for what, proc in (("worker", self.worker), ("sink", self.sink)):
+            if proc is not None and not proc.alive():
+                raise RuntimeError(f"the {what} exited: see {proc.log_path}\n{proc.log(1500)}")
 
     def _start_simulator(self) -> None:
         o = self.opts
@@ -303,6 +302,8 @@ class Demo:
                 self.sim.wait(10)
         if self.worker is not None:
             self.worker.stop()
+        if self.sink is not None:
+            self.sink.stop()
 
     def labels(self) -> dict[tuple[str, int], dict]:
         try:
@@ -318,7 +319,7 @@ class Demo:
             await self._reset_topics()
         except KafkaConnectionError:
             raise BrokerUnreachable(unreachable_message(self.settings.kafka_bootstrap)) from None
-        st.phase = "starting worker"
+        st.phase = "starting worker and sink"
         self._start_worker()
         stop = asyncio.Event()
         tasks = [asyncio.create_task(_consume_outputs(self.settings, st, stop)),
@@ -332,9 +333,10 @@ class Demo:
         try:
             with live:
                 while time.monotonic() < deadline:
-                    if not self.worker.alive():
-                        raise RuntimeError("the worker exited: see " + str(self.worker.log_path)
-                                           + "\n" + self.worker.log(1500))
+                    self._check_alive()
+                    for t in tasks:   # the live view's readers: a dead one would hide every incident
+                        if t.done() and t.exception() is not None:
+                            raise RuntimeError(f"the demo's topic reader failed: {t.exception()!r}")
                     if not st.sim_done and self.sim.poll() is not None:
                         if self.sim.returncode != 0:
                             raise RuntimeError(f"the simulator failed (exit {self.sim.returncode}): see "
@@ -343,18 +345,19 @@ class Demo:
                         st.phase = "settling"
                         st.last_change = time.monotonic()
                     if st.sim_done and time.monotonic() - st.last_change > o.settle_s:
-                        lag = await self._lag()
-                        if lag == 0:
+                        lag, unstored = await self._lag()
+                        if lag == 0 and unstored == 0:
                             break
-                        st.phase = f"settling: worker {lag:,} events behind"
+                        st.phase = f"settling: worker {lag:,} events behind, sink {unstored:,} records unstored"
                         st.last_change = time.monotonic() - o.settle_s + 2
                     if o.live:
                         live.update(render(st, o))
                     await asyncio.sleep(0.25)
                 else:
-                    lag = await self._lag()
+                    lag, unstored = await self._lag()
                     raise RuntimeError(
                         f"the demo did not settle within {o.timeout_s:.0f} s (worker {lag:,} events behind, "
+                        f"sink {unstored:,} records unstored, "
                         f"{len(st.incidents)} incidents so far): the machine is too slow for this fleet size; "
                         "try --nodes/--hours smaller or --speed lower")
                 st.phase = "done"
@@ -383,6 +386,7 @@ class Demo:
             "faultline incidents --store var/store\n"
             f"faultline explain {incidents[0]['id'] if incidents else 'JOB'}\n"
             "faultline trends repeat-offenders\n"
-            "faultline query \"SELECT category, round(sum(lost_gpu_hours),1) FROM incidents FINAL GROUP BY category\"\n"
+            "faultline query \"SELECT category, round(sum(lost_gpu_hours),1) FROM incidents FINAL "
+            "WHERE state != 'recovered' GROUP BY category\"\n"
             "jupyter notebook notebooks/trends.ipynb   (or: make notebook)",
             title="next: dig further"))

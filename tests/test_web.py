@@ -69,24 +69,24 @@ def _wait_http(url: str, timeout: float = 90) -> bytes:
     raise AssertionError(f"{url} did not answer in {timeout} s: {last}")
 
 
-def test_worker_serves_incident_page_in_chromium(diagnosed, settings, tmp_path):
+def test_sink_serves_incident_page_in_chromium(diagnosed, settings, tmp_path):
     if not shutil.which("chromium"):
         pytest.skip("Debian chromium is not installed (make peers installs it)")
     from playwright.sync_api import sync_playwright
 
-    from faultline.streams.faust_harness import WorkerProcess
+    from faultline.streams.faust_harness import SinkProcess
     from tests.conftest import free_port
 
     store, labels, incidents = diagnosed
     want = incidents[0]
-    settings = dataclasses.replace(settings, store_path=str(store))  # the worker serves this store
+    settings = dataclasses.replace(settings, store_path=str(store))  # the sink owns and serves this store
     port = free_port()
-    with WorkerProcess(settings, tmp_path / "worker", app_id=f"web-{settings.topic_prefix}",
-                       web_port=port) as w:
+    with SinkProcess(settings, tmp_path / "sink", app_id=f"web-{settings.topic_prefix}",
+                     web_port=port) as w:
         try:
             _wait_http(f"http://127.0.0.1:{port}/incidents")
         except AssertionError:
-            raise AssertionError("worker web did not come up:\n" + w.log())
+            raise AssertionError("the sink's web page did not come up:\n" + w.log())
         shot = tmp_path / "incident.png"
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS[1:], headless=True)
