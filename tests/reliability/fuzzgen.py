@@ -15,6 +15,7 @@ without changing the valid traffic's order).
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -266,6 +267,8 @@ def invalid(seed: int, n: int, *, ts: int, span_ms: int = 3_600_000,
         ev = template(kinds[rng.randrange(len(kinds))], rng, ts + rng.randrange(span_ms), n=i)
         value = CATEGORIES[cat][1](dict(ev, _end=ts + span_ms) if cat == "future_ts" else ev, rng)
         key = rng.choice((FUZZ_NODE.encode(), FUZZ_JOB.encode(), None, b"\xff\xfe", b""))
+        if value is None and key is None:
+            key = FUZZ_NODE.encode()   # Kafka needs a key or a value: a null record with a key
         out.append(Msg(topic, key, value, cat))
     return out
 
@@ -368,39 +371,51 @@ def diagnose(settings, lines: list[bytes], workdir) -> dict[str, dict]:
     return out
 
 
-def group_lag(settings, group: str, topics: Iterable[str] = INPUT_TOPICS) -> int | None:
-    """Records of ``topics`` not yet committed by consumer group ``group`` (None before its
-    first commit on every partition that has data)."""
+def live(incidents: dict[str, dict]) -> dict[str, dict]:
+    """Incidents still standing (a withdrawn one has state "recovered"; diagnose --json lists
+    the standing ones)."""
+    return {i: d for i, d in incidents.items() if d.get("state") != "recovered"}
+
+
+def start_pipeline(fleet):
+    """Sink + one analysis worker through F1's ``harness.Fleet`` (``faultline sink`` when it
+    exists, else one ``worker`` with its in-process sink that also analyses). Returns the
+    analysis worker (the process whose pid must not change)."""
+    import harness
+
+    if harness.sink_process_available():
+        fleet.start_sink()
+        return fleet.add_worker()
+    return fleet.start_sink()
+
+
+def settle_and_stop_sink(settings, fleet, timeout_s: float = 60.0) -> list[str]:
+    """Wait until every group of the test has consumed the input topics and the sink its
+    topics, then stop the sink (it flushes) so the store can be read directly. Returns what
+    did not settle (empty when all did)."""
     import asyncio
 
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-    from aiokafka.admin import AIOKafkaAdminClient
+    import harness
+    from faultline.streams import faust_harness as fh
 
-    async def run() -> int | None:
-        admin = AIOKafkaAdminClient(**settings.kafka_kwargs())
-        cons = AIOKafkaConsumer(**settings.kafka_kwargs(), group_id=None, enable_auto_commit=False)
-        await admin.start()
-        await cons.start()
-        try:
-            await cons.topics()   # loads the metadata partitions_for_topic answers from
-            committed = await admin.list_consumer_group_offsets(group)
-            tps = [TopicPartition(settings.topic(t), p) for t in topics
-                   for p in (cons.partitions_for_topic(settings.topic(t)) or ())]
-            ends = await cons.end_offsets(tps) if tps else {}
-            lag = 0
-            for tp, end in ends.items():
-                c = committed.get(tp)
-                if c is None or c.offset < 0:
-                    if end > 0:
-                        return None
-                    continue
-                lag += max(0, end - c.offset)
-            return lag
-        finally:
-            await cons.stop()
-            await admin.close()
-
-    return asyncio.run(run())
+    problems = []
+    lags = harness.wait_drained(settings, timeout_s)
+    if not (lags and all(v == 0 for v in lags.values())):
+        problems.append(f"input lag not 0 after {timeout_s:.0f} s: {lags}")
+    if harness.sink_process_available() and hasattr(fh, "sink_group_id"):
+        deadline = time.monotonic() + timeout_s
+        lag = None
+        while time.monotonic() < deadline:
+            lag = asyncio.run(fh.group_lag(settings, fh.sink_group_id(settings)))
+            if lag == 0:
+                break
+            time.sleep(1.0)
+        if lag != 0:
+            problems.append(f"sink lag {lag} not 0 after {timeout_s:.0f} s")
+    else:
+        time.sleep(5.0)   # the in-process sink's flush interval
+    fleet.stop_sink()
+    return problems
 
 
 def rss_kib(pid: int) -> tuple[int, int]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import socket
 import sys
 import time
 from dataclasses import replace
@@ -34,7 +33,8 @@ import fuzzgen as F  # noqa: E402
 
 from faultline.producers.simulate import simulate  # noqa: E402
 from faultline.schemas.codec import now_ms  # noqa: E402
-from faultline.streams.faust_harness import WorkerProcess, latest_incidents, read_topic  # noqa: E402
+from faultline.streams.faust_harness import latest_incidents, read_topic  # noqa: E402
+from harness import Fleet  # noqa: E402
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -68,12 +68,6 @@ def _install():
 
 _install()
 ''' % DETECTOR_FAULT_TEXT
-
-
-def _free_port() -> int:
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        return so.getsockname()[1]
 
 
 def _event(kind: str, node: str | None, job: str | None, ts: int, data: dict, n: int) -> dict:
@@ -200,8 +194,8 @@ def _largest_value(limit: int, key: bytes) -> int:
     return limit - 61 - (3 + 1 + 1 + 1 + 1 + len(key) + 3 + 1)
 
 
-def _dead_letters(settings, expect: int, timeout_s: float) -> list[dict]:
-    recs = asyncio.run(read_topic(settings, "fl.deadletter", until=lambda r: len(r) >= expect,
+def _dead_letters(settings, expect: int, timeout_s: float, w) -> list[dict]:
+    recs = asyncio.run(read_topic(settings, "fl.deadletter", until=lambda r: len(r) >= expect or not w.alive(),
                                   timeout_s=timeout_s, idle_s=3.0))
     return [orjson.loads(r.value) for r in recs]
 
@@ -229,21 +223,22 @@ def test_poison_among_fleet_traffic(settings, contract_topics, tmp_path):
     fault_log = tmp_path / "fault.log"
     env = {"PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]),
            "F2_FAULT_ID": DETECTOR_FAULT_ID, "F2_FAULT_LOG": str(fault_log)}
-    port = _free_port()
-    app = s.topic_prefix + "f2poison"
+    fleet = Fleet(s, tmp_path)
+    fleet.WORKER_ENV = {**Fleet.WORKER_ENV, **env}   # the sitecustomize for the analysis worker only
     t0 = time.monotonic()
-    with WorkerProcess(s, tmp_path / "w", app_id=app, sink=True, web_port=port, env=env) as w:
+    with fleet:
+        w = F.start_pipeline(fleet)
         pid = w.proc.pid
-        recs = asyncio.run(read_topic(s, "fl.incidents", until=lambda r: latest_incidents(r) == expected,
+        recs = asyncio.run(read_topic(s, "fl.incidents", until=lambda r: F.live(latest_incidents(r)) == expected or not w.alive(),
                                       timeout_s=150))
-        got = latest_incidents(recs)
-        dead = _dead_letters(s, len(poison), timeout_s=max(10.0, 150 - (time.monotonic() - t0)))
-        stored = _stored_dead_letters(s, port, len(poison), timeout_s=60)
-        stored_ids = {r["id"] for r in F.store_rows(s, "SELECT id FROM incidents FINAL",
-                                                    FAULTLINE_WEB_PORT=str(port))}
+        got = F.live(latest_incidents(recs))
+        dead = _dead_letters(s, len(poison), timeout_s=max(10.0, 150 - (time.monotonic() - t0)), w=w)
         alive, same_pid = w.alive(), w.proc.pid == pid
         log = w.log(10_000_000)
-    report = _report(sent, dead, stored, got, expected, log)
+        unsettled = F.settle_and_stop_sink(s, fleet, timeout_s=30 if w.alive() else 1)
+        stored = F.store_rows(s, "SELECT topic, partition, offset, reason FROM deadletters FINAL")
+        stored_ids = {r["id"] for r in F.store_rows(s, "SELECT id FROM incidents FINAL WHERE state != 'recovered'")}
+    report = _report(sent, dead, stored, got, expected, log) + f"\nsettling: {unsettled or 'ok'}"
     print(report)
     failures = _failures(sent, dead, stored, got, expected, stored_ids, alive and same_pid, log)
     if any("detector_raises" in f for f in failures) and not fault_log.exists():
@@ -297,18 +292,6 @@ def _detector_and_oversize(sent: dict, by_where: dict) -> list[str]:
             if not (kept and m.value.startswith(kept)):
                 out.append("the oversized record's dead letter does not keep a prefix of its raw bytes")
     return out
-
-
-def _stored_dead_letters(settings, port: int, expect: int, timeout_s: float) -> list[dict]:
-    sql = "SELECT topic, partition, offset, reason FROM deadletters FINAL"
-    deadline = time.monotonic() + timeout_s
-    rows: list[dict] = []
-    while time.monotonic() < deadline:
-        rows = F.store_rows(settings, sql, FAULTLINE_WEB_PORT=str(port))
-        if len(rows) >= expect:
-            break
-        time.sleep(2.0)
-    return rows
 
 
 def _report(sent: dict, dead: list[dict], stored: list[dict], got: dict, expected: dict, log: str) -> str:
