@@ -503,12 +503,17 @@ class Fleet:
         return out
 
     def logs(self, tail: int = 3000) -> str:
+        """Per process: its group generations, last stats line, traceback count, log tail."""
         parts = []
         procs = list(self.workers)
         if self.sink is not None and self.sink is not self.sink_worker:
             procs.append(self.sink)
         for w in procs:
-            parts.append(f"--- {self.name(w)} ({'alive' if w.alive() else 'exited'}) ---\n{w.log(tail)}")
+            txt = w.log(50_000_000)
+            stats = [ln for ln in txt.splitlines() if "worker stats" in ln]
+            parts.append(f"--- {self.name(w)} ({'alive' if w.alive() else 'exited'}, rc={w.proc.returncode if w.proc else None}; "
+                         f"log {w.log_path}) generations {self.generations(w)}, {txt.count('Traceback')} tracebacks\n"
+                         + (f"last stats: {stats[-1][-1500:]}\n" if stats else "") + txt[-tail:])
         return "\n".join(parts)
 
     def __enter__(self) -> "Fleet":
@@ -519,9 +524,9 @@ class Fleet:
 
 
 # ---------------------------------------------------------------------------- lag
-async def group_lag(settings: Settings, group: str, topics: Iterable[str] = INPUT_TOPICS) -> int | None:
-    """Records of ``topics`` (unprefixed) not yet committed by consumer group ``group``
-    (None when the group has committed nothing on them yet)."""
+async def group_lags(settings: Settings, group: str, topics: Iterable[str] = INPUT_TOPICS) -> dict[str, int] | None:
+    """Per partition (``"topic/partition"``, topic unprefixed) the records of ``topics`` not yet
+    committed by consumer group ``group``; None when it has committed nothing on them yet."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient
 
@@ -541,10 +546,18 @@ async def group_lag(settings: Settings, group: str, topics: Iterable[str] = INPU
         have = {tp: om.offset for tp, om in committed.items() if tp.topic in names and om.offset >= 0}
         if not have:
             return None
-        return sum(max(0, ends[tp] - max(have.get(tp, 0), 0)) for tp in tps)
+        plen = len(settings.topic_prefix)
+        return {f"{tp.topic[plen:]}/{tp.partition}": max(0, ends[tp] - have.get(tp, 0)) for tp in tps}
     finally:
         await cons.stop()
         await admin.close()
+
+
+async def group_lag(settings: Settings, group: str, topics: Iterable[str] = INPUT_TOPICS) -> int | None:
+    """Records of ``topics`` (unprefixed) not yet committed by consumer group ``group``
+    (None when the group has committed nothing on them yet)."""
+    lags = await group_lags(settings, group, topics)
+    return None if lags is None else sum(lags.values())
 
 
 async def consumer_groups(settings: Settings) -> list[str]:
@@ -561,18 +574,20 @@ async def consumer_groups(settings: Settings) -> list[str]:
     return sorted(g[0] for g in groups if g[0].startswith(prefix))
 
 
-def wait_drained(settings: Settings, timeout_s: float = 120.0) -> dict[str, int | None]:
-    """Until every consumer group of the test has committed all of the input topics (lag 0).
-    Returns group -> lag at the end."""
+def wait_drained(settings: Settings, timeout_s: float = 120.0) -> tuple[bool, dict[str, Any]]:
+    """Until every consumer group of the test that commits input offsets has committed all
+    of the input topics (lag 0). Returns (drained, group -> total lag, or the lagging
+    partitions when not drained); a group with no commit on the input (None) is ignored."""
     deadline = time.monotonic() + timeout_s
-    lags: dict[str, int | None] = {}
-    while time.monotonic() < deadline:
+    while True:
         groups = asyncio.run(consumer_groups(settings))
-        lags = {g: asyncio.run(group_lag(settings, g)) for g in groups}
+        detail = {g: asyncio.run(group_lags(settings, g)) for g in groups}
+        lags = {g: sum(d.values()) for g, d in detail.items() if d is not None}
         if lags and all(v == 0 for v in lags.values()):
-            return lags
+            return True, lags
+        if time.monotonic() >= deadline:
+            return False, {g: {k: v for k, v in d.items() if v} for g, d in detail.items() if d is not None}
         time.sleep(1.0)
-    return lags
 
 
 # ---------------------------------------------------------------------------- store
@@ -663,8 +678,16 @@ def settle_and_check(s: Settings, fleet: Fleet, inc: IncidentLog, exp: Expectati
     problems: list[str] = []
     matched = inc.wait(exp, timeout_s=timeout_s)
     tl.mark("incidents equal diagnose's" if matched else "incidents still differ (gave up waiting)")
-    lags = wait_drained(s, timeout_s=60 if matched else 15)
+    drained, lags = wait_drained(s, timeout_s=60 if matched else 15)
     tl.mark(f"committed lag {lags}")
+    if not drained:
+        problems.append(f"input not fully committed by every group (stuck partitions?): {lags}")
+    if fleet.sink_worker is None and fleet.sink is not None:
+        try:   # the sink's own group: input and output topics stored and committed
+            asyncio.run(faust_harness.wait_caught_up(s, faust_harness.sink_group_id(s), timeout_s=60))
+            tl.mark("sink caught up")
+        except TimeoutError as e:
+            problems.append(f"sink not caught up: {e}")
     problems += check_incidents(exp, inc.snapshot())
     killed_ids = {id(w) for w in killed}
     crashed = [fleet.name(w) for w in fleet.workers if id(w) not in killed_ids and not w.alive()]
