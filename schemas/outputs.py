@@ -6,9 +6,16 @@ read these same structs; ``schemas.encode`` serialises them.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
-from msgspec import Struct, field
+from msgspec import Meta, Struct, field
+
+from .events import INT64_MAX, INT64_MIN
+
+#: every integer of an output record is a signed 64-bit int: built from range-checked
+#: events they always are; the range makes a decoder of an output topic (the sink, the
+#: findings agent) reject a foreign record whose integer would fail a later encode
+Int64 = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
 
 AlertSeverity = Literal["info", "warning", "critical"]
 
@@ -23,7 +30,7 @@ LAYERS: tuple[str, ...] = ("gpu", "hw", "net", "storage", "sched", "runtime", "i
 
 class Alert(Struct, kw_only=True):
     id: str
-    ts: int
+    ts: Int64
     severity: AlertSeverity
     detector: str
     summary: str
@@ -35,7 +42,7 @@ class Alert(Struct, kw_only=True):
     #: what ``schemas.bounds`` left out to keep the record bounded: field -> count of list
     #: items (or characters, for text) left out, e.g. ``{"evidence": 412}`` (extension; empty
     #: when nothing was)
-    omitted: dict[str, int] = {}
+    omitted: dict[str, Int64] = {}
 
 
 class Cause(Struct, kw_only=True):
@@ -48,15 +55,15 @@ class Cause(Struct, kw_only=True):
 
 class EvidenceItem(Struct, kw_only=True):
     id: str
-    ts: int
+    ts: Int64
     layer: str
     node: Union[str, None]
     summary: str
 
 
 class Checkpoint(Struct, kw_only=True):
-    ts: int
-    step: int
+    ts: Int64
+    step: Int64
     path: str
 
 
@@ -68,20 +75,20 @@ class Affected(Struct, kw_only=True):
 
 
 class Retry(Struct, kw_only=True):
-    attempt: int
+    attempt: Int64
     state: str
-    ts: int
+    ts: Int64
     nodes: list[str]
     same_nodes: bool
 
 
 class Incident(Struct, kw_only=True):
     id: str
-    revision: int
+    revision: Int64
     job: str
-    attempt: int
+    attempt: Int64
     tenant: Union[str, None]
-    failure_ts: int
+    failure_ts: Int64
     symptom: str
     root_cause: Cause
     hypotheses: list[Cause] = []
@@ -93,22 +100,22 @@ class Incident(Struct, kw_only=True):
     retry: Union[Retry, None] = None
     # extensions (optional, additive)
     state: Union[str, None] = None      # terminal sched state, or "stalled"
-    start_ts: Union[int, None] = None
-    gpus: int = 0
+    start_ts: Union[Int64, None] = None
+    gpus: Int64 = 0
     image: Union[str, None] = None
     #: what ``schemas.bounds.cap_incident`` left out, as in ``Alert.omitted``
-    omitted: dict[str, int] = {}
+    omitted: dict[str, Int64] = {}
 
 
 class Finding(Struct, kw_only=True):
     id: str             # stable: same subject + window -> same id
-    ts: int
+    ts: Int64
     kind: str           # repeat_offender | change_regression | version_drift
     dimension: str      # node | gpu | port | segment | image | driver | path | version | job
     subject: str
-    window_start: int
-    window_end: int
-    count: int
+    window_start: Int64
+    window_end: Int64
+    count: Int64
     exposure: float
     exposure_unit: str  # gpu_hours | attempts
     fleet_rate: float
@@ -118,4 +125,4 @@ class Finding(Struct, kw_only=True):
     incidents: list[str] = []
     severity: AlertSeverity = "warning"
     #: what ``schemas.bounds.cap_finding`` left out, as in ``Alert.omitted``
-    omitted: dict[str, int] = {}
+    omitted: dict[str, Int64] = {}
