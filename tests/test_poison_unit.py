@@ -447,3 +447,13 @@ def test_correlate_caps_a_job_on_thousands_of_nodes():
     assert inc.omitted["affected.nodes"] == 3_000 - bounds.MAX_AFFECTED
     assert inc.lost_gpu_hours == pytest.approx(8 * 3_000 * 600_000 / 3_600_000)
     assert len(encode(inc)) <= bounds.MAX_OUTPUT_BYTES
+
+
+@pytest.mark.parametrize("field", ["attempt", "failure_ts", "revision", "start_ts"])
+def test_output_decoders_reject_a_foreign_64_bit_overflow(field):
+    """A record on an output topic with a 2^70 is refused by its decoder (the sink and the
+    findings agent decode fl.incidents with the Incident model), as an input event would be."""
+    wire = encode(_incident()).replace(b'"%s":' % field.encode(), b'"%s":%s,"_":' % (field.encode(), BIG), 1)
+    with pytest.raises(msgspec.ValidationError, match="<= 9223372036854775807"):
+        msgspec.json.decode(wire, type=Incident)
+    msgspec.json.decode(encode(_incident()), type=Incident)
