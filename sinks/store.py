@@ -13,8 +13,9 @@ One owner. Every call into the engine (inserts, queries, migrations, close) runs
 store's :class:`StoreOwner`: ONE dedicated thread for chDB (a small pool for a server),
 whatever thread or event loop calls it. Callers block on (or ``await``) a future:
 
-- writes (``insert*``, ``execute``, ``migrate``) go before every queued read and wait for
-  their result (the sink must know its rows are stored before it commits offsets);
+- writes (``insert*``, ``execute``, ``migrate``) go before queued reads (but after each
+  write one waiting read may run, so a sink that is behind cannot starve the page) and
+  wait for their result (the sink must know its rows are stored before it commits offsets);
 - reads (``query``, ``query_table``) wait at most ``timeout_s`` (default
   ``read_timeout_s``, 60 s) and then raise :class:`StoreTimeout`; their answer is dropped
   with the abandoned future, so it can never reach another caller. At most
@@ -41,12 +42,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import fcntl
-import itertools
 import logging
 import os
-import queue
 import re
 import threading
+from collections import deque
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
@@ -111,11 +111,10 @@ def ms(epoch_ms: int | None) -> str | None:
 
 
 # ------------------------------------------------------------------ the owner
-_WRITE, _READ, _STOP = 0, 1, 2
-
-
 class StoreOwner:
-    """Runs store calls on its own thread(s), writes before queued reads.
+    """Runs store calls on its own thread(s): writes before queued reads, but after a write
+    at most ONE waiting read goes next, so reads are never starved by a sink that is behind
+    (a read waits for at most about one write, not for the whole backlog).
 
     ``call(fn, write=..., what=..., timeout_s=...)`` runs ``fn()`` on an owner thread and
     returns its result (a call made *on* an owner thread runs inline, so ``migrate`` may
@@ -125,10 +124,10 @@ class StoreOwner:
     def __init__(self, name: str, threads: int = 1, max_queued_reads: int = MAX_QUEUED_READS) -> None:
         self.name = name
         self.max_queued_reads = max_queued_reads
-        self._q: queue.PriorityQueue[tuple[int, int, Any, Any]] = queue.PriorityQueue()
-        self._seq = itertools.count()
-        self._reads = 0
-        self._count_lock = threading.Lock()
+        self._writes: deque[tuple[cf.Future, Callable[[], Any]]] = deque()
+        self._reads: deque[tuple[cf.Future, Callable[[], Any]]] = deque()
+        self._cv = threading.Condition()
+        self._read_turn = False   # the last item taken was a write: a waiting read goes next
         self._idents: set[int] = set()
         self._closed = False
         self._threads = [threading.Thread(target=self._run, name=f"{name}-owner-{i}", daemon=True)
@@ -145,15 +144,17 @@ class StoreOwner:
         return frozenset(self._idents)
 
     def submit(self, fn: Callable[[], Any], *, write: bool) -> cf.Future:
-        if self._closed:
-            raise StoreError(f"store {self.name} is closed")
         fut: cf.Future = cf.Future()
-        if not write:
-            with self._count_lock:
-                if self._reads >= self.max_queued_reads:
-                    raise StoreBusy(self._reads)
-                self._reads += 1
-        self._q.put((_WRITE if write else _READ, next(self._seq), fut, fn))
+        with self._cv:
+            if self._closed:
+                raise StoreError(f"store {self.name} is closed")
+            if write:
+                self._writes.append((fut, fn))
+            else:
+                if len(self._reads) >= self.max_queued_reads:
+                    raise StoreBusy(len(self._reads))
+                self._reads.append((fut, fn))
+            self._cv.notify()
         return fut
 
     def call(self, fn: Callable[[], Any], *, write: bool, what: str, timeout_s: float | None = None) -> Any:
@@ -175,15 +176,27 @@ class StoreOwner:
             fut.cancel()
             raise StoreTimeout(what, timeout_s or 0) from None
 
+    def _take(self) -> tuple[cf.Future, Callable[[], Any]] | None:
+        """The next item (None: closed and nothing left). Called with the lock held."""
+        while True:
+            if self._reads and (self._read_turn or not self._writes):
+                self._read_turn = False
+                return self._reads.popleft()
+            if self._writes:
+                self._read_turn = True
+                return self._writes.popleft()
+            if self._closed:
+                return None
+            self._cv.wait()
+
     def _run(self) -> None:
         self._idents.add(threading.get_ident())
         while True:
-            kind, _, fut, fn = self._q.get()
-            if kind == _STOP:
+            with self._cv:
+                item = self._take()
+            if item is None:
                 return
-            if kind == _READ:
-                with self._count_lock:
-                    self._reads -= 1
+            fut, fn = item
             if not fut.set_running_or_notify_cancel():
                 continue   # the caller gave up while it was queued
             try:
@@ -192,12 +205,12 @@ class StoreOwner:
                 fut.set_exception(e)
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Stop after the work already queued (each thread takes one stop)."""
-        if self._closed:
-            return
-        self._closed = True
-        for _ in self._threads:
-            self._q.put((_STOP, next(self._seq), None, None))
+        """Stop once the work already queued is done."""
+        with self._cv:
+            if self._closed:
+                return
+            self._closed = True
+            self._cv.notify_all()
         if not self.on_owner():
             for t in self._threads:
                 t.join(timeout_s)

@@ -141,24 +141,32 @@ def test_aquery_does_not_block_the_event_loop(loaded):
     assert len(rows) == 4 and ticks >= 40   # ~1 s of sleeping in chDB, the loop ticked on
 
 
-def test_writes_go_before_queued_reads_and_a_full_queue_is_busy():
+def test_writes_first_reads_never_starved_and_a_full_queue_is_busy():
     owner = StoreOwner("t", max_queued_reads=2)
     gate, order = threading.Event(), []
     try:
-        blocker = owner.submit(gate.wait, write=True)
+        started = threading.Event()
+        blocker = owner.submit(lambda: (started.set(), gate.wait()), write=True)
+        assert started.wait(5)
         r1 = owner.submit(lambda: order.append("read1"), write=False)
         r2 = owner.submit(lambda: order.append("read2"), write=False)
         with pytest.raises(StoreBusy) as e:
             owner.submit(lambda: order.append("read3"), write=False)
         assert e.value.retry_after_s >= 1 and "2 reads" in str(e.value)
-        w = owner.submit(lambda: order.append("write"), write=True)
+        w1 = owner.submit(lambda: order.append("write1"), write=True)
+        w2 = owner.submit(lambda: order.append("write2"), write=True)
+        w3 = owner.submit(lambda: order.append("write3"), write=True)
         gate.set()
-        for f in (blocker, r1, r2, w):
+        for f in (blocker, r1, r2, w1, w2, w3):
             f.result(5)
-        assert order == ["write", "read1", "read2"]
+        # writes go first, but after each write one waiting read: a backlog of writes
+        # delays a read by about one write, never by the whole backlog
+        assert order == ["read1", "write1", "read2", "write2", "write3"]
         # a read given up while queued never runs
         gate.clear()
-        owner.submit(gate.wait, write=True)
+        running = threading.Event()
+        owner.submit(lambda: (running.set(), gate.wait()), write=True)
+        assert running.wait(5)
         with pytest.raises(StoreTimeout):
             owner.call(lambda: order.append("abandoned"), write=False, what="SELECT x", timeout_s=0.1)
         gate.set()
