@@ -457,3 +457,22 @@ def test_output_decoders_reject_a_foreign_64_bit_overflow(field):
     with pytest.raises(msgspec.ValidationError, match="<= 9223372036854775807"):
         msgspec.json.decode(wire, type=Incident)
     msgspec.json.decode(encode(_incident()), type=Incident)
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n_ev=st.integers(0, 3_000), n_hyp=st.integers(0, 60), n_nodes=st.integers(0, 4_000),
+       text=st.integers(0, 20_000), ids=st.integers(0, 300), name=st.integers(1, 3_000))
+def test_any_incident_caps_to_the_bound_and_counts_exactly(n_ev, n_hyp, n_nodes, text, ids, name):
+    i = _incident(n_ev=n_ev, n_hyp=n_hyp, n_nodes=n_nodes, text="\u00e9" * text, ids=ids)
+    i = msgspec.structs.replace(i, affected=msgspec.structs.replace(
+        i.affected, paths=["/" + "p" * name + str(k) for k in range(n_nodes)]))
+    c = bounds.cap_incident(i)
+    assert len(encode(c)) <= bounds.MAX_OUTPUT_BYTES
+    for field, before, after in (("evidence", i.evidence, c.evidence), ("hypotheses", i.hypotheses, c.hypotheses),
+                                 ("affected.nodes", i.affected.nodes, c.affected.nodes),
+                                 ("affected.paths", i.affected.paths, c.affected.paths),
+                                 ("retry.nodes", i.retry.nodes, c.retry.nodes)):
+        assert len(after) + c.omitted.get(field, 0) == len(before), field
+    assert bounds.cap_incident(c) == c  # idempotent: a recovered incident is not cut again
+    assert (c.id, c.revision, c.root_cause.category, c.root_cause.component, c.lost_gpu_hours) == \
+        (i.id, i.revision, i.root_cause.category, i.root_cause.component, i.lost_gpu_hours)
