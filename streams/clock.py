@@ -65,7 +65,7 @@ class EventClock:
     """Event time from what the fleet agrees on (module doc)."""
 
     __slots__ = ("tolerance_ms", "max_claims", "max_flags", "now", "claims", "flags", "flagged_other",
-                 "_solo", "_solo_ts")
+                 "_solo")
 
     def __init__(self, tolerance_ms: int = TOLERANCE_MS, *, max_claims: int = MAX_CLAIMS,
                  max_flags: int = MAX_FLAGS) -> None:
@@ -79,7 +79,6 @@ class EventClock:
         self.flags: dict[str, SkewFlag] = {}
         self.flagged_other = 0          # flagged events of sources beyond ``max_flags``
         self._solo: str | None = None   # the only source seen so far (None: none, or several)
-        self._solo_ts = _NEVER          # that source's lowest ts
 
     # ------------------------------------------------------------------ input
     @property
@@ -104,11 +103,9 @@ class EventClock:
     def _start(self, source: str, ts: int) -> bool:
         """Single-source phase: True when the event was handled here."""
         if self.now == _NEVER:
-            self._solo, self._solo_ts, self.now = source, ts, ts
+            self._solo, self.now = source, ts
             return True
         if source == self._solo:
-            if ts < self._solo_ts:
-                self._solo_ts = ts
             if ts > self.now:      # nobody disagrees yet
                 self.now = ts
             return True
@@ -117,10 +114,9 @@ class EventClock:
         if ts < self.now - self.tolerance_ms:
             # the first source is ahead of this one: its lead is a claim, not time
             lead = self.now
-            self.now = max(ts, self._solo_ts)
-            if lead > self.now + self.tolerance_ms:
-                self.claims[solo] = lead
-                self._flag(solo, lead, lead - self.now)
+            self.now = ts
+            self.claims[solo] = lead
+            self._flag(solo, lead, lead - ts)
         return False
 
     def _claim(self, source: str, ts: int) -> bool:

@@ -27,7 +27,7 @@ from ..schemas.outputs import Alert, Incident, Retry
 from .clock import TOLERANCE_MS, EventClock, source_of
 from .correlate import CorrelateConfig, correlate, incident_id
 from .detectors.config import DetectorConfig
-from .detectors.job import AttemptRecord, JobState, checkpoint_stale, feed_job, stalled
+from .detectors.job import AttemptRecord, JobState, checkpoint_stale, feed_job, log_signature, stalled
 from .detectors.node import NodeState, feed_node
 from .join import CONGESTION, SignalIndex, View, index_keys
 from .signals import Signal, make
@@ -60,6 +60,10 @@ class EngineConfig(Struct, frozen=True, kw_only=True):
     #: an event further ahead of the fleet's event time than this does not move it alone
     #: (``streams.clock``); it is processed and counted in ``Stats.skewed``
     skew_tolerance_ms: int = TOLERANCE_MS
+    #: a node-side signal repeating (same kind, subject and summary) within this much event
+    #: time is filed ``repeats_kept`` times, then only counted (an XID storm: ``Stats.coalesced``)
+    repeat_ms: int = 60_000
+    repeats_kept: int = 3
 
     @classmethod
     def from_settings(cls, settings: Any) -> "EngineConfig":
@@ -81,6 +85,10 @@ class Stats(Struct, kw_only=True):
     skewed: int = 0
     #: source (node, switch, producer) -> how far ahead (ms) its flagged events were, at most
     skewed_sources: dict[str, int] = {}
+    logs_unmatched: int = 0     # runtime.log lines no signature matches: counted, never buffered
+    direct: int = 0             # job records applied on arrival: their job's buffer was full (worker)
+    coalesced: int = 0          # node-side signals repeating within ``repeat_ms`` (not filed again)
+    failed: int = 0             # events / evaluations that raised inside the core (skipped)
 
 
 class SeenIds:
@@ -124,12 +132,14 @@ class _Pending(Struct, kw_only=True):
 
 
 Output = Union[Alert, Incident]
+MAX_FAILURES = 1_000    # core failures kept between two take_failures() calls
 #: ends that do not come from the fault itself: a hung attempt ended this way stays a stall
 EXTERNAL_END_STATES = frozenset({"timeout", "cancelled", "preempted", "requeued"})
 _sort_key = itemgetter(0, 1)
 _ts_key = itemgetter(0)
 #: event class -> kind (the ``kind`` property is a Python-level lookup; this is one dict hit)
 _KIND_OF = {cls: tag for tag, cls in KIND_MODELS.items()}
+_LOG = KIND_MODELS["runtime.log"]
 #: event class -> (kind, node-keyed?, inventory?, job-keyed?)
 _ROUTE = {cls: (tag, tag in _NODE_KINDS, tag in _INV_KINDS, tag in _JOB_KINDS) for cls, tag in _KIND_OF.items()}
 
@@ -150,6 +160,7 @@ class Engine:
         self.clock = EventClock(self.cfg.skew_tolerance_ms)
         self._max_ts = -(1 << 62)       # the fleet's event time (``clock.now``)
         self._wm = -(1 << 62)           # released up to here
+        self.released = 0               # events released from the reorder buffer so far
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._heap_due: list[tuple[int, str, int]] = []
         self._stall_heap: list[tuple[int, str, int]] = []     # (deadline, job, attempt)
@@ -160,10 +171,13 @@ class Engine:
         self._inc_ctx: dict[str, _Pending] = {}
         self._alerts: list[Alert] = []
         self._alert_last: dict[str, int] = {}
+        self._sig_last: dict[tuple[str, str, str], list[int]] = {}   # repeat key -> [window start, filed]
+        self._log_sigs: dict[str, Any] = {}     # buffered runtime.log event id -> its signature
         self._failures: dict[str, list[tuple[int, str]]] = {}  # version key -> (failure ts, job)
         self._out: list[Output] = []
         self._now = now_ms()
         self.errors: list[tuple[int, str]] = []                # (input position, reason), bounded
+        self._failures_out: list[tuple[Envelope | None, str]] = []   # core failures (take_failures)
         self._pos = 0
 
     # ------------------------------------------------------------------ input
@@ -226,15 +240,26 @@ class Engine:
                 lim = max_ts + tol if clock.steady else -(1 << 62)
             if ts < wm:
                 stats.late += 1
-                self._apply(ev)
+                self._apply_guarded(ev)
                 self._late(ev)
-            else:
+            elif type(ev) is not _LOG or self._admit_log(ev):
                 buf.append((ts, eid, ev))
         self._max_ts = clock.now = max_ts
         if clock.flags or clock.flagged_other:
             self._count_skewed()
         self._release(self._max_ts - self.cfg.lateness_ms)
         return self._drain()
+
+    def _admit_log(self, ev: Envelope) -> bool:
+        """A ``runtime.log`` line on its way into the reorder buffer: True to buffer it. A line
+        no signature matches changes no state (``feed_job`` ignores it): counted, dropped, so
+        a storm of ordinary output never fills the buffer."""
+        sig = log_signature(ev)
+        if sig is None:
+            self.stats.logs_unmatched += 1
+            return False
+        self._log_sigs[ev.id] = sig     # feed_job takes it from here (one match per line)
+        return True
 
     def _count_skewed(self) -> None:
         flags = self.clock.skewed()
@@ -271,7 +296,7 @@ class Engine:
             ahead = sorted(self._buf, key=_sort_key)
             self._buf = []
             for _, _, ev in ahead:
-                self._apply(ev)
+                self._apply_guarded(ev)
         self._fire_due(1 << 62)
         self._fire_due(1 << 62)
         return self._drain()
@@ -303,12 +328,18 @@ class Engine:
             if i:
                 ready = buf[:i]
                 del buf[:i]
+                self.released += i
+                if not buf:
+                    self._log_sigs.clear()
                 apply = self._apply
                 stalls, due = self._stall_heap, self._heap_due
                 for ts, _, ev in ready:
                     if (stalls and stalls[0][0] < ts) or (due and due[0][0] < ts):
                         self._timers_to(ts - 1)
-                    apply(ev)
+                    try:
+                        apply(ev)
+                    except Exception as err:  # noqa: BLE001 - one event never fails the others
+                        self._failed(ev, err)
         if wm > self._wm:
             self._timers_to(wm)
             self._wm = wm
@@ -329,6 +360,7 @@ class Engine:
             for a in js.attempts:
                 self._inc_ctx.pop(incident_id(job, a), None)
         self._alert_last = {k: t for k, t in self._alert_last.items() if t >= before}
+        self._sig_last = {k: v for k, v in self._sig_last.items() if v[0] >= before}
         for lst in self._failures.values():
             while lst and lst[0][0] < before - self.cfg.correlate.change_window_ms:
                 del lst[0]
@@ -364,7 +396,8 @@ class Engine:
             js = self.jobs.get(ev.job)
             if js is None:
                 js = self.jobs[ev.job] = JobState(job=ev.job)
-            feed_job(js, ev, self.cfg.detectors, sigs)
+            feed_job(js, ev, self.cfg.detectors, sigs,
+                     self._log_sigs.pop(ev.id, None) if k == "runtime.log" and self._log_sigs else None)
             if k == "sched.job":
                 self._on_sched(js, ev)
             elif k == "runtime.progress":
@@ -386,9 +419,31 @@ class Engine:
     def _on_signal(self, s: Signal) -> None:
         self.stats.signals += 1
         if not s.subject.startswith("job:") and s.kind != "container_oom":
+            if self._repeat(s):
+                return
             self.index.add(s)
         if s.kind in _ALERT_KINDS and s.severity != "info":
             self._alert(s)
+
+    def _repeat(self, s: Signal) -> bool:
+        """True when ``s`` repeats a signal filed ``repeats_kept`` times within the last
+        ``repeat_ms`` (same kind, subject and summary: the same XID over and over): counted
+        only, neither filed nor alerted again. Bounded: at most ~100k keys, oldest windows go."""
+        key = (s.kind, s.subject, s.summary)
+        last = self._sig_last.get(key)
+        if last is not None and 0 <= s.ts - last[0] < self.cfg.repeat_ms:
+            if last[1] >= self.cfg.repeats_kept:
+                self.stats.coalesced += 1
+                return True
+            last[1] += 1
+            return False
+        if last is None and len(self._sig_last) >= 100_000:
+            horizon = s.ts - self.cfg.repeat_ms
+            self._sig_last = {k: v for k, v in self._sig_last.items() if v[0] >= horizon}
+            if len(self._sig_last) >= 100_000:
+                self._sig_last.clear()
+        self._sig_last[key] = [s.ts, 1]
+        return False
 
     def _alert(self, s: Signal) -> None:
         key = f"{s.subject}|{s.kind}"
@@ -460,7 +515,10 @@ class Engine:
             p = self._pending.get((job, attempt))
             if p is not None and p.cutoff == cutoff:
                 del self._pending[(job, attempt)]
-                self._evaluate(p)
+                try:
+                    self._evaluate(p)
+                except Exception as err:  # noqa: BLE001 - one evaluation never fails the others
+                    self._failed(None, err, f"evaluating job {job} attempt {attempt}")
 
     def _fire_stalls(self, t: int) -> None:
         dcfg = self.cfg.detectors
@@ -582,9 +640,36 @@ class Engine:
         p = self._inc_ctx.get(iid)
         if p is None:
             return
-        inc = self._context(p)
+        try:
+            inc = self._context(p)
+        except Exception as err:  # noqa: BLE001 - one evaluation never fails the others
+            self._failed(None, err, f"re-evaluating job {p.job} attempt {p.attempt}")
+            return
         if inc is not None:
             self._emit(inc)
+
+    # ------------------------------------------------------------------ failures
+    def _apply_guarded(self, ev: Envelope) -> None:
+        try:
+            self._apply(ev)
+        except Exception as err:  # noqa: BLE001 - one event never fails the others
+            self._failed(ev, err)
+
+    def _failed(self, ev: Envelope | None, err: Exception, what: str = "") -> None:
+        """An event (or an evaluation) the core could not process: skipped, counted in
+        ``Stats.failed`` and kept (at most ``MAX_FAILURES``) for ``take_failures``."""
+        self.stats.failed += 1
+        reason = f"{what or 'applying ' + (ev.kind if ev is not None else 'an event')} failed: " \
+                 f"{type(err).__name__}: {err}"[:1000]
+        if len(self._failures_out) < MAX_FAILURES:
+            self._failures_out.append((ev, reason))
+        log.warning("core: %s", reason, exc_info=len(self._failures_out) <= 3)
+
+    def take_failures(self) -> list[tuple[Envelope | None, str]]:
+        """Events (or None for an evaluation) that failed inside the core since the last
+        call, with the reason: the worker dead-letters them; the rest went on."""
+        out, self._failures_out = self._failures_out, []
+        return out
 
     def _emit(self, inc: Incident) -> None:
         prev = self._incidents.get(inc.id)

@@ -25,19 +25,25 @@ from __future__ import annotations
 
 import heapq
 import time
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Union
 
 import msgspec
 from msgspec import Struct
 
-from ..schemas.events import Envelope, Event
+from ..schemas.events import KIND_MODELS, Envelope, Event
 from ..schemas.outputs import Incident
 from .correlate import incident_id
-from .detectors.job import JobState
+from .detectors.job import KEEP_FIRST, JobState
 from .detectors.node import NodeState
-from .engine import _INV_KINDS, _JOB_KINDS, _NODE_KINDS, Engine, EngineConfig, _Pending
+from .engine import _INV_KINDS, _JOB_KINDS, _LOG, _NODE_KINDS, Engine, EngineConfig, _Pending
 from .join import CONGESTION, Change, Link, Mount, View, index_keys
 from .signals import Signal
+
+#: the most one ``NodeDump`` / ``JobDump`` changelog record may take (well under Kafka's
+#: 1 MB default request size). The per-job caps keep a record below it by construction;
+#: ``JobSide.dump`` sheds the oldest non-critical job signals should one still exceed it.
+MAX_DUMP_BYTES = 512 * 1024
 
 _mp_enc = msgspec.msgpack.Encoder()
 _json = msgspec.json.Encoder()
@@ -416,6 +422,16 @@ class JobDump(Struct, kw_only=True):
 
 _job_dump_dec = msgspec.msgpack.Decoder(JobDump)
 _ev_dec = msgspec.json.Decoder(Event)
+_SCHED = KIND_MODELS["sched.job"]
+#: job records (runtime.*) one job may hold in the reorder buffer, by count and by size
+MAX_BUFFERED = 256
+MAX_BUFFERED_BYTES = 64 * 1024
+
+
+def _est_bytes(ev: Envelope) -> int:
+    """About the JSON size of a buffered job event (a log line is its message and ~300 bytes)."""
+    msg = getattr(ev.data, "message", None)
+    return 300 + (len(msg) if isinstance(msg, str) else 0)
 
 
 class JobSide(Engine):
@@ -434,6 +450,8 @@ class JobSide(Engine):
         self.recheck_s = recheck_s
         self._alloc_written: dict[str, bytes] = {}
         self.evicted: set[str] = set()       # jobs Engine._evict dropped: delete their table rows
+        self._held: dict[str, list[int]] = {}   # job -> [records, bytes] buffered (upper bound), at `released`
+        self.oversize = 0                       # dumps that had to shed to fit MAX_DUMP_BYTES
 
     def _evict(self, before: int) -> None:
         had = set(self.jobs)
@@ -471,6 +489,33 @@ class JobSide(Engine):
         self.evaluated.update(d.evaluated)
 
     def dump(self, job: str) -> bytes:
+        """The job's changelog record, at most ``MAX_DUMP_BYTES``: should the caps leave it
+        larger (huge log lines), the job's buffered records are applied now, then its
+        non-critical signals after the first ``KEEP_FIRST`` shed (``oversize`` counts it)."""
+        blob = self._dump(job)
+        if len(blob) <= MAX_DUMP_BYTES:
+            return blob
+        self.oversize += 1
+        if any(h[2].job == job for h in self._buf):
+            self._spill(job, half=False)
+            self._held.pop(job, None)
+            blob = self._dump(job)
+        js = self.jobs.get(job)
+        while len(blob) > MAX_DUMP_BYTES and js is not None and len(js.signals) > KEEP_FIRST:
+            keep = js.signals[:KEEP_FIRST]
+            rest = js.signals[KEEP_FIRST:]
+            crit = [x for x in rest if x.severity == "critical"]
+            rest = crit if len(crit) < len(rest) else []
+            js.trimmed_n += len(js.signals) - len(keep) - len(rest[len(rest) // 2:])
+            js.signals = keep + rest[len(rest) // 2:]
+            blob = self._dump(job)
+        while len(blob) > MAX_DUMP_BYTES and js is not None and js.signals:
+            js.trimmed_n += (len(js.signals) + 1) // 2
+            js.signals = js.signals[: len(js.signals) // 2]
+            blob = self._dump(job)
+        return blob
+
+    def _dump(self, job: str) -> bytes:
         buffered = [_json.encode(ev) for _, _, ev in self._buf if ev.job == job]
         pending = [p for (j, _), p in self._pending.items() if j == job]
         ctx = {i: p for i, p in self._inc_ctx.items() if p.job == job}
@@ -490,6 +535,10 @@ class JobSide(Engine):
             self._incidents.pop(i, None)
             self.evaluated.pop(i, None)
         self._buf = [h for h in self._buf if h[2].job != job]
+        self._held.pop(job, None)
+        if self._log_sigs:
+            ids = {h[1] for h in self._buf}
+            self._log_sigs = {i: g for i, g in self._log_sigs.items() if i in ids}
 
     def accept(self, job: str, topic: str, partition: int, offset: int) -> bool:
         f = self.fences.get(job)
@@ -509,11 +558,60 @@ class JobSide(Engine):
             self.dirty.add(ev.job or "")
             if ev.ts < self._wm:
                 self.stats.late += 1
-                self._apply(ev)
+                self._apply_guarded(ev)
                 self._late(ev)
-            else:
+            elif (type(ev) is not _LOG or self._admit_log(ev)) and self._admit(ev):
                 self._buf.append((ev.ts, eid, ev))
         self.advance_to(watermark)
+        if not self._buf:
+            self._held.clear()
+
+    def _admit(self, ev: Envelope) -> bool:
+        """Make room for ``ev`` in the reorder buffer (True: buffer it). A job holds at most
+        ``MAX_BUFFERED`` runtime records and ``MAX_BUFFERED_BYTES`` there (a burst while the
+        watermark lags): beyond, the older half of its records is applied now, in event-time
+        order but before the watermark passes them (``Stats.direct``; a job printing that
+        much is not stalled, and correlation reads signals by their ts, so its incident does
+        not depend on it). ``sched.job`` records always wait (few; their order matters)."""
+        if type(ev) is _SCHED:
+            return True
+        job = ev.job or ""
+        size = _est_bytes(ev)
+        used = self._held.get(job)
+        if used is None:
+            used = self._held[job] = [0, 0, self.released]
+        if used[0] >= MAX_BUFFERED or used[1] + size > MAX_BUFFERED_BYTES:
+            if used[2] != self.released:        # events released since: recount
+                used[0], used[1] = self._held_by(job)
+                used[2] = self.released
+            if used[0] >= MAX_BUFFERED or used[1] + size > MAX_BUFFERED_BYTES:
+                self._spill(job, half=True)
+                used[0], used[1] = self._held_by(job)
+        used[0] += 1
+        used[1] += size
+        return True
+
+    def _spill(self, job: str, half: bool) -> None:
+        """Apply ``job``'s buffered runtime records now (the older half, or all), in order."""
+        mine = sorted((h for h in self._buf if h[2].job == job and (not half or type(h[2]) is not _SCHED)),
+                      key=itemgetter(0, 1))
+        if half:
+            mine = mine[: max(1, len(mine) // 2)]
+        if not mine:
+            return
+        gone = {h[1] for h in mine}
+        self._buf = [h for h in self._buf if h[1] not in gone]
+        self.stats.direct += len(mine)
+        for _, _, ev in mine:
+            self._apply_guarded(ev)
+
+    def _held_by(self, job: str) -> tuple[int, int]:
+        n = b = 0
+        for _, _, e in self._buf:
+            if e.job == job and type(e) is not _SCHED:
+                n += 1
+                b += _est_bytes(e)
+        return n, b
 
     def advance_to(self, watermark: int) -> None:
         if watermark > self._max_ts:
@@ -528,6 +626,20 @@ class JobSide(Engine):
         if self._heap_due:
             self._fire_due(1 << 62)
             self._fire_due(1 << 62)
+
+    def remember_signal(self, sig: Signal) -> bool:
+        """Keep ``sig`` (pushed to this worker, or its own node side's) in the local index
+        until the GlobalTable has it; False when it was known already."""
+        return self.index.remember(sig)  # type: ignore[attr-defined]
+
+    def has_incidents(self) -> bool:
+        """Whether any incident has been evaluated here (re-evaluations have work to do)."""
+        return bool(self._inc_ctx)
+
+    def counts(self) -> dict[str, int]:
+        """Sizes for the worker's stats log."""
+        return {"jobs": len(self.jobs), "buffered": len(self._buf), "pending": len(self._pending),
+                "evaluated": len(self._inc_ctx), "released": self._wm}
 
     def signal_for(self, job: str, sig: Signal) -> None:
         """A signal on ``job``'s resources, pushed by the signals agent: remember it (the

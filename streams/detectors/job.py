@@ -7,6 +7,7 @@ job key; ``feed_job(state, ev, cfg, out)`` updates it in event-time order."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Union
 
 import msgspec
@@ -16,7 +17,11 @@ from ..signals import Signal, make
 from ..signatures import classify, from_name
 from .config import DetectorConfig
 
-MAX_SIGNALS = 600      # per job; oldest non-critical dropped first
+MAX_SIGNALS = 600      # per job; beyond it a non-critical one after the first KEEP_FIRST goes
+KEEP_FIRST = 100       # the job's first signals are never trimmed (its first words: the symptom)
+FOLD_AFTER = 2         # identical signals (kind, node, summary) kept per job; later ones only counted
+PER_SIGNATURE = 64     # signals of one kind and log signature kept per attempt (512 ranks' watchdog lines)
+MAX_FOLDS = 256        # distinct folded signals whose repeats are counted (then only the total)
 MAX_INTERVALS = 64
 MAX_RANKS_TRACKED = 4096
 
@@ -98,10 +103,25 @@ class AttemptRecord(Struct, kw_only=True):
         return best
 
 
+class Fold(Struct, array_like=True):
+    """Repeats of one job signal beyond ``FOLD_AFTER`` (a log storm of one line): counted."""
+
+    n: int
+    first_ts: int
+    last_ts: int
+    kept: str = ""          # id of the last identical signal kept
+
+
 class JobState(Struct, kw_only=True):
     job: str
     attempts: dict[int, AttemptRecord] = {}
-    signals: list[Signal] = []                     # job-scoped signals (logs, ckpt, container, ...)
+    signals: list[Signal] = []                     # job-scoped signals (logs, ckpt, container, ...), bounded
+    #: digest of (attempt, kind, node, summary) -> identical signals kept (at most FOLD_AFTER),
+    #: and "attempt|kind|signature" -> distinct ones kept (at most PER_SIGNATURE)
+    seen: dict[str, int] = {}
+    folded: dict[str, Fold] = {}                   # key -> repeats not kept (at most MAX_FOLDS keys)
+    folded_n: int = 0                              # every repeat not kept (also those beyond MAX_FOLDS)
+    trimmed_n: int = 0                             # signals dropped by the MAX_SIGNALS bound
     pending_prog: int = 0                          # progress seen before any attempt record
     # progress and checkpoints seen before the job's first scheduler record (a collector that
     # polls sacct may report a job only when it ended): the first attempt record adopts them
@@ -138,16 +158,51 @@ def stalled(rec: AttemptRecord, watermark: int, cfg: DetectorConfig) -> bool:
 
 
 def _push(js: JobState, sig: Signal, out: list[Signal]) -> None:
+    """Keep a job signal (bounded): the first ``FOLD_AFTER`` identical ones (same attempt,
+    kind, node and summary: one log line printed over and over) and the first
+    ``PER_SIGNATURE`` distinct ones of a kind and signature (every rank's watchdog line)
+    are kept and emitted, the others only counted (``folded``); beyond ``MAX_SIGNALS`` a non-critical signal after the job's first
+    ``KEEP_FIRST`` is dropped (the oldest such), so the first and the critical lines stay."""
+    rec = js.attempt_at(sig.ts)
+    att = rec.attempt if rec is not None else -1
+    key = hashlib.blake2b(f"{att}|{sig.kind}|{sig.node}|{sig.summary}".encode(), digest_size=8).hexdigest()
+    fam = f"{att}|{sig.kind}|{sig.data.get('signature')}"
+    n = js.seen.get(key, 0)
+    if n >= FOLD_AFTER or (not n and js.seen.get(fam, 0) >= PER_SIGNATURE):
+        js.folded_n += 1
+        f = js.folded.get(key)
+        if f is not None:
+            f.n += 1
+            f.first_ts = min(f.first_ts, sig.ts)
+            f.last_ts = max(f.last_ts, sig.ts)
+        elif len(js.folded) < MAX_FOLDS:
+            kept = next((s.id for s in reversed(js.signals) if s.kind == sig.kind and s.node == sig.node
+                         and s.summary == sig.summary), "")
+            js.folded[key] = Fold(1, sig.ts, sig.ts, kept)
+        return
+    if n or len(js.seen) < MAX_SIGNALS:
+        js.seen[key] = n + 1
+        if not n:
+            js.seen[fam] = js.seen.get(fam, 0) + 1
     out.append(sig)
     sl = js.signals
     sl.append(sig)
     if len(sl) > MAX_SIGNALS:
-        for i, s in enumerate(sl):
-            if s.severity != "critical":
+        js.trimmed_n += 1
+        for i in range(KEEP_FIRST, len(sl)):
+            if sl[i].severity != "critical":
                 del sl[i]
                 break
         else:
-            del sl[0]
+            del sl[KEEP_FIRST if len(sl) > KEEP_FIRST else 0]
+
+
+def log_signature(ev):
+    """The signature of a ``runtime.log`` event (the one its collector named, else the
+    catalog's match), or None: a line no rule knows changes no state."""
+    d = ev.data
+    sig = from_name(d.signature, d.message) if d.signature else None
+    return sig if sig is not None else classify(d.message)
 
 
 def _rank_node(rec: Union[AttemptRecord, None], rank: Union[int, None]) -> Union[str, None]:
@@ -156,7 +211,9 @@ def _rank_node(rec: Union[AttemptRecord, None], rank: Union[int, None]) -> Union
     return rec.ranks.get(str(rank))
 
 
-def feed_job(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
+def feed_job(js: JobState, ev, cfg: DetectorConfig, out: list[Signal], log_sig=None) -> None:
+    """Update ``js`` with ``ev``; append the signals it raises to ``out``. ``log_sig``: the
+    ``log_signature`` of a runtime.log ``ev`` when the caller matched it already."""
     k = ev.kind
     if k == "runtime.progress":
         _progress(js, ev, cfg, out)
@@ -164,9 +221,7 @@ def feed_job(js: JobState, ev, cfg: DetectorConfig, out: list[Signal]) -> None:
         _sched(js, ev)
     elif k == "runtime.log":
         d = ev.data
-        sig = from_name(d.signature, d.message) if d.signature else None
-        if sig is None:
-            sig = classify(d.message)
+        sig = log_sig if log_sig is not None else log_signature(ev)
         if sig is None:
             return
         rec = js.attempt_at(ev.ts)
