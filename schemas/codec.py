@@ -113,6 +113,9 @@ def decode(raw: bytes | bytearray | memoryview | str, *, now: int | None = None)
             msg = "unknown kind " + msg[len("Invalid value "):]
         elif msg.startswith(_RANGE_PREFIXES):
             msg = _range_reason(msg)
+        elif msg.startswith("Integer value out of range"):  # a literal too long for msgspec to parse
+            msg = msg.replace("Integer value out of range", "Integer value out of range (integers must fit "
+                              "a signed 64-bit int)", 1)
         raise ContractError(msg, _path_of(msg)) from None
     except msgspec.DecodeError as e:
         raise ContractError(f"not valid JSON: {e}") from None

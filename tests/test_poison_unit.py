@@ -83,6 +83,8 @@ POISON = [
     ("exit code 2^64", raw_with("sched.job", "data.exit_code", str(2**64).encode()), "signed 64-bit", "$.data.exit_code"),
     ("start_ts 2^63", raw_with("sched.job", "data.start_ts", str(2**63).encode()), "2^53-1", "$.data.start_ts"),
     ("step 2^70", raw_with("runtime.progress", "data.step", BIG), "signed 64-bit", "$.data.step"),
+    ("pid of 5,000 digits", raw_with("gpu.xid", "data.pid", b"9" * 5_000), "out of range (integers must fit a signed 64-bit",
+     "$.data.pid"),
     ("rank 2^70", raw_with("runtime.log", "data.rank", BIG), "signed 64-bit", "$.data.rank"),
     ("gpu index 2^70", raw_with("gpu.sample", "data.gpu", BIG), "signed 64-bit", "$.data.gpu"),
     ("rdma counter 1e400", raw_with("net.rdma", "data.counters", b'{"rx_retry":1e400}'), "Number out of range",
