@@ -478,3 +478,31 @@ def test_any_incident_caps_to_the_bound_and_counts_exactly(n_ev, n_hyp, n_nodes,
     assert bounds.cap_incident(c) == c  # idempotent: a recovered incident is not cut again
     assert (c.id, c.revision, c.root_cause.category, c.root_cause.component, c.lost_gpu_hours) == \
         (i.id, i.revision, i.root_cause.category, i.root_cause.component, i.lost_gpu_hours)
+
+
+def test_poison_among_valid_traffic_changes_no_incident():
+    """The diagnose path (Engine, the composition the worker runs): every poison case spliced
+    into a scenario's events is counted invalid once, with decode's reason, and the incidents
+    are those of the clean events."""
+    from faultline.producers.simulate import simulate
+
+    lines, _ = simulate("gpu-xid79", seed=1, nodes=4, start_ms=1_790_000_000_000)
+
+    def diagnose(raws):
+        eng = Engine(EngineConfig())
+        eng.process(raws)
+        eng.finish()
+        return eng, {i.id: (i.root_cause.category, i.root_cause.component, i.lost_gpu_hours, i.omitted)
+                     for i in eng.incidents()}
+
+    _, want = diagnose(lines)
+    assert want
+    poison = [raw for _, raw, _, _ in POISON]
+    step = max(1, len(lines) // len(poison))
+    mixed = list(lines)
+    for k, raw in enumerate(poison):
+        mixed.insert(k * (step + 1), raw)
+    eng, got = diagnose(mixed)
+    assert got == want
+    assert eng.stats.invalid == len(poison)
+    assert sorted(r for _, r in eng.errors) == sorted(reason_of(r).reason for r in poison)
