@@ -49,9 +49,11 @@ import orjson
 from aiokafka.partitioner import murmur2
 
 from ..config import Settings
-from ..schemas.codec import ContractError, dead_letter, decode, encode, now_ms
+from ..schemas.bounds import encode_output
+from ..schemas.codec import ContractError, dead_letter, decode, now_ms
 from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS, LAYER_TOPICS
 from . import faust_compat as compat
+from .clock import source_of
 from .engine import EngineConfig
 from .faust_compat import Dedup, RawFeed
 from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, Shared,
@@ -219,14 +221,19 @@ class Outbox:
         self.stats.dead += len(blobs)
 
     async def outputs(self, outs: list[Any]) -> None:
+        """Alerts and incidents, capped and bounded (``schemas.bounds.encode_output``: an
+        oversized one becomes a dead letter instead of a refused produce request)."""
         for o in outs:
             if hasattr(o, "revision"):      # Incident
-                await self.incidents.send(key=o.job.encode(), value=encode(o))
-                self.stats.incidents += 1
+                out, key, counter = self.incidents, o.job.encode(), "incidents"
             else:                            # Alert
-                key = (o.job or o.node or o.subject or "").encode()
-                await self.alerts.send(key=key, value=encode(o))
-                self.stats.alerts += 1
+                out, key, counter = self.alerts, (o.job or o.node or o.subject or "").encode(), "alerts"
+            topic, value = encode_output(o, out.get_topic_name())
+            if topic == DEADLETTER:
+                await self.dead([value])
+                continue
+            await out.send(key=key, value=value)
+            setattr(self.stats, counter, getattr(self.stats, counter) + 1)
 
     async def signals(self, sigs: list[Any]) -> None:
         for s in sigs:
@@ -277,14 +284,9 @@ def failed_letter(m: Any, err: BaseException, what: str) -> bytes:
 def observe_batch(wms: Watermarks, batch: list[Any], events: Iterable[tuple[Any, Any]] = ()) -> None:
     """Record the event times and offsets of a processed batch (Faust messages) in the
     watermark (after processing: the job side must not see time pass before the batch's
-    signals exist). Per partition: the highest ts and the last offset."""
-    hi: dict[tuple[str, int], int] = {}
-    for ev, m in events:
-        k = (m.topic, m.partition)
-        if ev.ts > hi.get(k, -(1 << 62)):
-            hi[k] = ev.ts
-    for (t, p), ts in hi.items():
-        wms.observe(t, p, ts)
+    signals exist). Per partition: the highest credible ts (``Watermarks.observe_events``:
+    one source's clock far ahead does not move time) and the last offset."""
+    wms.observe_events(((m.topic, m.partition, ev.ts, ev) for ev, m in events), source_of)
     last: dict[tuple[str, int], int] = {}
     for m in batch:
         last[(m.topic, m.partition)] = m.offset
@@ -410,6 +412,14 @@ class JobAgent:
         self.node: NodeAgent | None = None        # set by install (sched.node records)
         self.errors = tables.errors
         self._assigned: set[tuple[str, int]] = set()
+        self.universe: list[tuple[str, int]] = sorted(wms.universe or ())
+
+    def covers_of(self, idx: Any) -> list[tuple[str, int]] | None:
+        """The partitions a tick says its worker covers (indices into ``universe``)."""
+        if not isinstance(idx, list):
+            return None
+        u = self.universe
+        return [u[i] for i in idx if isinstance(i, int) and 0 <= i < len(u)]
 
     # ---------------------------------------------------------- rebalance
     def on_assigned(self, job_actives: set[tuple[str, int]]) -> None:
@@ -532,7 +542,7 @@ class JobAgent:
                     self._pushed(js, job, decode_signal(v[1:]))
                 elif tag == b"T":
                     t = orjson.loads(v[1:])
-                    self.wms.heard(t["w"], int(t["wm"]), bool(t.get("idle")))
+                    self.wms.heard(t["w"], int(t["wm"]), bool(t.get("idle")), self.covers_of(t.get("c")))
                     self.ensure_partition_loaded(js, loaded, m.partition)
                     ticked = True
             except Exception as err:  # noqa: BLE001 - internal topic; should not happen
@@ -621,6 +631,7 @@ class Ticker:
         self.sched_topic = sched_topic
         self.worker_id = worker_id
         self.positions: dict[tuple[str, int], int | None] = {}
+        self._index = {tp: i for i, tp in enumerate(sorted(wms.universe or ()))}
 
     def offsets(self, topic: str, partition: int) -> tuple[int | None, int | None]:
         """(high-water mark, fetch position) of an input partition (``Watermarks``)."""
@@ -673,7 +684,9 @@ class Ticker:
         local = self.wms.local()
         if local is None:
             return
-        v = b"T" + orjson.dumps({"w": self.worker_id, "wm": local[0], "idle": local[1]})
+        index = self._index
+        covers = sorted(index[tp] for tp in self.wms.covered() if tp in index)
+        v = b"T" + orjson.dumps({"w": self.worker_id, "wm": local[0], "idle": local[1], "c": covers})
         for p in range(self.partitions):
             await self.jobs_out.send(value=v, partition=p)
         self.stats.ticks_sent += 1
@@ -712,8 +725,10 @@ class Worker:
         self.job_topics = {T(t) for t in JOB_TOPICS}
         self.input_topics = {T(t) for t in NODE_TOPICS + JOB_TOPICS}
         self.ticker: Ticker | None = None
+        universe = [(t, p) for t in self.input_topics for p in range(P)]
         self.wms = wms = Watermarks(offsets=lambda t, p: self.ticker.offsets(t, p) if self.ticker
-                                    else (None, None))
+                                    else (None, None), universe=universe,
+                                    skew_tolerance_ms=cfg.skew_tolerance_ms)
         self.job = JobAgent(sides, tables, outbox, wms, stats, topic_layer, cfg, jobs_in=self.jobs_in,
                             job_topics=self.job_topics, worker_id=self.worker_id)
         self.node = NodeAgent(sides, tables, outbox, wms, stats, topic_layer, deliver=self.job.local_signals)
@@ -816,7 +831,9 @@ class Worker:
                 d.update(dbg=str(err)[:80])
             d.update(jobs=len(js.jobs), buffered=len(js._buf), pending=len(js._pending),
                      evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(self.wms.value(self.worker_id)[1]),
-                     lagging=len(self.wms.lagging()), gated=len(self.job.gate.gated()))
+                     lagging=len(self.wms.lagging()), gated=len(self.job.gate.gated()),
+                     uncovered=self.wms.uncovered, skewed=self.wms.skewed,
+                     recovered=int(compat.recovered(self.app)))
         return d
 
 

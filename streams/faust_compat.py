@@ -400,18 +400,20 @@ def fast_conductor(conductor_cls: type) -> type:
 def recovered(app: Any) -> bool:
     """True once Faust's table recovery for the current assignment finished and the
     streams were resumed (no rebalance under way)."""
-    if app.rebalancing or app.in_recovery:
-        return False
     try:
+        if app.rebalancing or getattr(app, "in_recovery", False):
+            return False
         return bool(app.tables.recovery.completed.is_set())
     except AttributeError:   # no tables service yet
         return False
 
 
 def assigned_actives(app: Any) -> set[tuple[str, int]]:
-    """``(topic, partition)`` of every active partition assigned to this worker."""
+    """``(topic, partition)`` of every active partition assigned to this worker (Faust's
+    partition assignor; the agents used to ask ``app.assignment``, which does not exist:
+    the ``except`` hid it, and the tick's local advance never ran)."""
     try:
-        return {(tp.topic, tp.partition) for tp in app.assignment.assigned_actives()}
+        return {(tp.topic, tp.partition) for tp in app.assignor.assigned_actives()}
     except Exception:  # noqa: BLE001 - no assignment yet
         return set()
 

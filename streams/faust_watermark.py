@@ -18,12 +18,24 @@ when every worker is idle the job side closes its pending windows (as ``Engine.f
 does at the end of a file). Workers broadcast ``(watermark, idle)`` on every job partition
 once a second; the *global* watermark is the minimum over the workers heard from recently,
 and never goes back.
+
+**Coverage.** Given the input partitions (``universe``), the global watermark moves only
+while every one of them is *covered*: consumed by a live worker (one heard from within
+``worker_ttl_s``) that has seen its high-water mark or read from it (each tick names the
+partitions its worker covers). A worker killed with SIGKILL stops covering its partitions
+once its ticks expire, and a partition just assigned is not covered before its first
+fetch: until the new owner covers them, event time stops, so nobody evaluates a job while
+evidence sits unread in a partition no one consumes. After a rebalance a worker's own
+local watermark restarts at the global one (``forget_partitions``): partitions it took
+over hold time from there, not from where its previous partitions had carried it.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Callable, Iterable, Optional
+
+from .clock import TOLERANCE_MS, EventClock
 
 #: ``(topic, partition) -> (high-water mark, fetch position)``, each None when unknown
 Offsets = Callable[[str, int], tuple[Optional[int], Optional[int]]]
@@ -36,7 +48,8 @@ def _no_offsets(topic: str, partition: int) -> tuple[Optional[int], Optional[int
 class Watermarks:
     def __init__(self, *, idle_s: float = 5.0, worker_ttl_s: float = 10.0,
                  offsets: Offsets | None = None, stuck_s: float = 60.0,
-                 max_hold_s: float = 60.0) -> None:
+                 max_hold_s: float = 60.0, universe: Iterable[tuple[str, int]] | None = None,
+                 skew_tolerance_ms: int = TOLERANCE_MS) -> None:
         self.idle_s = idle_s
         self.worker_ttl_s = worker_ttl_s
         self.offsets = offsets or _no_offsets
@@ -47,8 +60,47 @@ class Watermarks:
         self._offs: dict[tuple[str, int], list[float]] = {}     # tp -> [last offset read, wall time]
         self._expected: set[tuple[str, int]] = set()            # assigned input partitions
         self._workers: dict[str, tuple[int, bool, float]] = {}  # worker -> (wm, idle, wall time heard)
+        self._covers: dict[str, frozenset[tuple[str, int]]] = {}  # worker -> partitions it covers
+        self.universe = frozenset(universe) if universe is not None else None
+        self.uncovered = 0      # value() calls that held time for an uncovered partition (stats)
+        self.clock = EventClock(skew_tolerance_ms)
+        self.skewed = 0         # events read whose ts did not move time (clock skew; stats)
         self._global = -(1 << 62)
         self._local_last = -(1 << 62)
+
+    def observe_events(self, events: Iterable[tuple[str, int, int, object]],
+                       source: Callable[[object], str] = str) -> dict[tuple[str, int], int]:
+        """Feed ``(topic, partition, ts, event)`` of processed events through the worker's
+        ``EventClock`` and raise each partition's maximum to its *credible* events only: an
+        event stamped further ahead of the fleet's time than the clock's tolerance (one bad
+        clock, 23 h ahead) is read but does not move the partition's time (it is flagged in
+        ``clock``). ``source(event)`` names whose clock stamped it (only asked for such an
+        event). Returns the new per-partition maxima of this call."""
+        clock = self.clock
+        tol = clock.tolerance_ms
+        now = clock.now
+        lim = now + tol if clock.steady else -(1 << 62)
+        hi: dict[tuple[str, int], int] = {}
+        for topic, partition, ts, ev in events:
+            if ts <= lim:
+                if ts > now:
+                    now = ts
+                    lim = ts + tol
+            else:
+                clock.now = now
+                ok = clock.observe(source(ev), ts)
+                now = clock.now
+                lim = now + tol if clock.steady else -(1 << 62)
+                if not ok:
+                    self.skewed += 1
+                    continue
+            k = (topic, partition)
+            if ts > hi.get(k, -(1 << 62)):
+                hi[k] = ts
+        clock.now = now
+        for (t, p), ts in hi.items():
+            self.observe(t, p, ts)
+        return hi
 
     def observe(self, topic: str, partition: int, ts: int, offset: int = -1) -> None:
         p = self._parts.get((topic, partition))
@@ -79,10 +131,26 @@ class Watermarks:
         self._expected = set(tps)
 
     def forget_partitions(self) -> None:
-        """After a rebalance the partitions this worker reads change."""
+        """After a rebalance the partitions this worker reads change: their maxima go, and
+        the local watermark restarts at the global one."""
         self._parts.clear()
         self._offs.clear()
         self._expected = set()
+        self._local_last = self._global
+        self._held_since = None
+
+    def covered(self) -> frozenset[tuple[str, int]]:
+        """The assigned partitions this worker covers: high-water mark seen, or read from."""
+        out = set(self._offs)
+        for tp in self._expected:
+            if tp not in out:
+                try:
+                    hw, _ = self.offsets(*tp)
+                except Exception:  # noqa: BLE001 - not assigned (any more)
+                    continue
+                if hw is not None:
+                    out.add(tp)
+        return frozenset(out)
 
     def behind(self, topic: str, partition: int) -> Optional[bool]:
         """Whether records of the partition wait to be consumed (None: unknown).
@@ -144,17 +212,27 @@ class Watermarks:
         """Partitions with records waiting (for the stats log)."""
         return sorted(tp for tp in set(self._parts) | set(self._offs) | self._expected if self.behind(*tp))
 
-    def heard(self, worker: str, wm: int, idle: bool) -> None:
+    def heard(self, worker: str, wm: int, idle: bool,
+              covers: Iterable[tuple[str, int]] | None = None) -> None:
         self._workers[worker] = (wm, idle, time.monotonic())
+        if covers is not None:
+            self._covers[worker] = frozenset(covers)
 
     def value(self, me: str) -> tuple[int, bool]:
         """The global ``(watermark, every worker idle)``; the watermark never goes back."""
         now = time.monotonic()
-        vals = [(wm, idle) for w, (wm, idle, at) in self._workers.items()
-                if w != me and now - at < self.worker_ttl_s]
+        live = [w for w, (_, _, at) in self._workers.items() if w != me and now - at < self.worker_ttl_s]
+        vals = [self._workers[w][:2] for w in live]
         mine = self.local()
         if mine is not None:
             vals.append(mine)
+        if self.universe is not None:
+            cov = set(self.covered())
+            for w in live:
+                cov |= self._covers.get(w, frozenset())
+            if not self.universe <= cov:
+                self.uncovered += 1
+                return self._global, False
         if vals:
             g = min(v[0] for v in vals)
             if g > self._global:

@@ -161,3 +161,49 @@ def test_gate_offset_gap_counts_as_caught_up_once_fetched_past_target():
     assert not g.open()                     # not fetched past the target
     g.check_positions({(S, 0): 10})
     assert g.open()
+
+
+def test_time_stops_while_an_input_partition_is_covered_by_no_live_worker():
+    u = [("fl.gpu", 0), ("fl.gpu", 1)]
+    w = Watermarks(idle_s=IDLE_S, worker_ttl_s=0.2, universe=u, offsets=lambda t, p: (None, None))
+    w.observe("fl.gpu", 0, 1_000)
+    w.read("fl.gpu", 0, 5)
+    assert w.value("me") == (-(1 << 62), False)        # fl.gpu/1: nobody covers it
+    w.heard("other", 900, False, covers=[("fl.gpu", 1)])
+    assert w.value("me")[0] == 900
+    w.observe("fl.gpu", 0, 2_000)
+    w.heard("other", 1_800, False, covers=[("fl.gpu", 1)])
+    assert w.value("me")[0] == 1_800
+    time.sleep(0.25)                                    # the other worker died (SIGKILL): ticks expire
+    w.observe("fl.gpu", 0, 3_000)
+    assert w.value("me")[0] == 1_800                    # held where it was, not at 3_000
+    assert w.uncovered >= 1
+
+
+def test_after_a_rebalance_the_local_watermark_restarts_at_the_global_one():
+    hw = {("fl.gpu", 0): 10, ("fl.gpu", 1): 10}
+    w = Watermarks(idle_s=IDLE_S, universe=list(hw), offsets=lambda t, p: (hw[(t, p)], 0))
+    w.expect([("fl.gpu", 0)])
+    w.observe("fl.gpu", 0, 1_000)
+    w.read("fl.gpu", 0, 9)
+    w.heard("other", 500, False, covers=[("fl.gpu", 1)])
+    assert w.value("me")[0] == 500
+    w.observe("fl.gpu", 0, 5_000)
+    assert w.local()[0] == 5_000
+    w.forget_partitions()                               # now we own fl.gpu/1 too, unread
+    w.expect(hw)
+    w.observe("fl.gpu", 0, 6_000)
+    w.read("fl.gpu", 0, 9)
+    assert w.local()[0] == 500                          # fl.gpu/1 holds time at the global value
+
+
+def test_one_source_stamped_hours_ahead_does_not_move_the_partition_time():
+    w = Watermarks(idle_s=IDLE_S)
+    base = 1_790_000_000_000
+    evs = [("fl.gpu", 0, base + i * 1_000, f"n{i % 3}") for i in range(10)]
+    w.observe_events(evs, source=str)
+    skewed = [("fl.gpu", 1, base + 23 * 3_600_000, "n9")]        # another node, 23 h ahead
+    w.observe_events(skewed + [("fl.gpu", 1, base + 9_500, "n1")], source=str)
+    assert w.local()[0] == base + 9_000                          # min over partitions, not 23 h on
+    assert w._parts[("fl.gpu", 1)][0] == base + 9_500
+    assert w.skewed == 1 and w.clock.skewed_events() == 1
