@@ -120,6 +120,34 @@ class _Cand:
         self.summary = summary
 
 
+STORAGE_CATEGORIES = frozenset({"storage_full", "storage_unavailable", "storage_slow"})
+#: weight left to a failed mount the job is not seen using when another failed mount holds its files
+UNUSED_MOUNT_FACTOR = 0.4
+
+
+def _under(path: str, mount: str) -> bool:
+    m = mount.rstrip("/") or "/"
+    return path == m or path.startswith(m + "/") or m == "/"
+
+
+def _prefer_used_mount(cands: dict, rec: AttemptRecord, job_sigs: list[Signal]) -> None:
+    """When failed mounts compete (several on one node), the one holding the job's own files
+    (its checkpoints, the paths its errors and failed saves name) failed it; the others are
+    other jobs' trouble on the same node. Nothing changes when no failed mount holds them."""
+    paths = {c.path for c in rec.ckpts} | ({rec.ckpt_open.path} if rec.ckpt_open is not None else set())
+    paths |= {s.data["path"] for s in job_sigs if isinstance(s.data.get("path"), str)}
+    paths.discard("")
+    if not paths:
+        return
+    mounts = [k for k in cands if k[0] in STORAGE_CATEGORIES and k[1].startswith("path:")]
+    used = [k for k in mounts if any(_under(p, k[1][5:]) for p in paths)]
+    if not used or len(used) == len(mounts):
+        return
+    for k in mounts:
+        if k not in used:
+            cands[k].score *= UNUSED_MOUNT_FACTOR
+
+
 def _tier(score: float) -> int:
     return 0 if score >= 0.8 else 1 if score >= 0.55 else 2 if score >= 0.35 else 3
 
@@ -660,6 +688,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             for c in cands.values():
                 if c.category.startswith("storage") and c.component == f"path:{m}":
                     c.score = max(c.score, 0.6)
+
+    # ---- several failed mounts on the job's nodes: the one the job is seen writing to
+    _prefer_used_mount(cands, rec, job_sigs)
 
     # ---- scheduler-side endings
     if state == "preempted":

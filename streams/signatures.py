@@ -154,6 +154,9 @@ _WD_FIELDS = (
     ("seq", re.compile(r"SeqNum=(\d+)")),
     ("op", re.compile(r"OpType=(\w+)")),
     ("timeout_ms", re.compile(r"Timeout\(ms\)=(\d+)")),
+    # gloo (CPU): "[../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 15000ms for recv operation to complete"
+    ("timeout_ms", re.compile(r"Timed out waiting (\d+)ms for \w+ operation")),
+    ("op", re.compile(r"Timed out waiting \d+ms for (\w+) operation")),
 )
 _RAN_FOR_RE = re.compile(r"ran for (\d+) milliseconds")
 _PID_RE = re.compile(r"pid=['\"]?(\d+)")
@@ -205,8 +208,18 @@ _RULES: tuple[_Rule, ...] = (
           r"|RESOURCE_EXHAUSTED: Out of memory",
           "gpu", "gpu_oom", "critical", "cause",
           lambda m, s: {**_rank_only(None, s), **({"gpu": int(g.group(1))} if (g := re.search(r"GPU (\d+) has a total", s)) else {})}),
-    _Rule("nccl_watchdog_timeout", ("Watchdog caught collective operation timeout", "WorkNCCL("),
-          r"Watchdog caught collective operation timeout|WorkNCCL\(.*?\) ran for", "runtime", None, "critical", "symptom", _watchdog),
+    # a collective that timed out waiting for a rank: NCCL's watchdog, or gloo's own timeout
+    # (torch 1.13 gloo: "RuntimeError: [./gloo/transport/tcp/unbound_buffer.cc:81] Timed out
+    # waiting 15000ms for recv operation to complete", printed by the ranks left waiting)
+    _Rule("nccl_watchdog_timeout", ("Watchdog caught collective operation timeout", "WorkNCCL(", "Timed out waiting"),
+          r"Watchdog caught collective operation timeout|WorkNCCL\(.*?\) ran for"
+          r"|gloo/[^\]]*\] Timed out waiting \d+ms for \w+ operation", "runtime", None, "critical", "symptom", _watchdog),
+    # torch.save failing to write (torch 1.13 says no errno: the file system's state says why):
+    # "PytorchStreamWriter failed writing file data/6: file write failed" (a full mount),
+    # "File /ckpt/step_9.pt.tmp cannot be opened." (a read-only or missing directory)
+    _Rule("torch_save_failed", ("PytorchStreamWriter failed writing", "cannot be opened"),
+          r"PytorchStreamWriter failed writing file|File (/\S+) cannot be opened\.", "storage", None, "critical", "symptom",
+          lambda m, s: {**_rank_only(None, s), **({"path": m.group(1)} if m.group(1) else {})}),
     _Rule("enospc", ("No space left on device", "ENOSPC", "Errno 28", "Disk quota exceeded"),
           r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded", "storage", "storage_full", "critical", "cause", _storage_err),
     _Rule("stale_file_handle", ("Stale file handle", "ESTALE", "Errno 116"),
@@ -219,9 +232,12 @@ _RULES: tuple[_Rule, ...] = (
           r"Input/output error|\[Errno 5\]|I/O error|\[Errno 110\]", "storage", None, "warning", "symptom", _storage_err),
     _Rule("lustre_evicted", ("LustreError", "was evicted by"), r"evicted by|LustreError", "storage",
           "storage_unavailable", "critical", "cause", None),
+    # a peer rank gone: NCCL's remote error, or gloo's "RuntimeError: [./gloo/transport/tcp/pair.cc:598]
+    # Connection closed by peer [127.0.0.1]:902" on the ranks a dead rank leaves behind
     _Rule("nccl_remote_error", ("ncclRemoteError", "remote process exited", "Got completion from peer",
-                                "Connection closed by remote peer"),
-          r"ncclRemoteError|remote process exited|Got completion from peer\s*(\S*).*?status=(\d+)|Connection closed by remote peer",
+                                "Connection closed by remote peer", "Connection closed by peer"),
+          r"ncclRemoteError|remote process exited|Got completion from peer\s*(\S*).*?status=(\d+)|Connection closed by remote peer"
+          r"|gloo/[^\]]*\] Connection closed by peer",
           "net", None, "critical", "symptom", _groups("peer", "status")),
     _Rule("nccl_error", ("NCCL WARN", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
                          "ncclInvalidUsage", "NCCL error", "DistBackendError", "NCCL communicator was aborted"),
