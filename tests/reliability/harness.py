@@ -173,11 +173,15 @@ class Feeder:
     of it is acknowledged by the broker.
     """
 
-    def __init__(self, settings: Settings, lines: list[bytes], rate: float, *, chunk: int = 100) -> None:
+    def __init__(self, settings: Settings, lines: list[bytes], rate: float, *, chunk: int = 100,
+                 producer_time: Iterable[int] = ()) -> None:
         self.settings = settings
         self.lines = lines
         self.rate = rate
         self.chunk = chunk
+        #: indexes of lines sent without the event ts as record timestamp (the producer's clock)
+        self.producer_time = set(producer_time)
+        self.refused: list[tuple[int, str]] = []     # (line index, error) of every refused record
         self.sent = 0
         self.error: BaseException | None = None
         self.started_at: float | None = None
@@ -201,10 +205,11 @@ class Feeder:
     async def _feed(self) -> None:
         async with Publisher(self.settings, compression=None) as pub:
             self.started_at = t0 = time.monotonic()
+            futs: list[tuple[int, Any]] = []
             for i in range(0, len(self.lines), self.chunk):
-                for line in self.lines[i:i + self.chunk]:
+                for j, line in enumerate(self.lines[i:i + self.chunk], i):
                     topic, key, ts = topic_key(line)
-                    await pub.send_raw(topic, key, line, ts)
+                    futs.append((j, await pub.send_raw(topic, key, line, None if j in self.producer_time else ts)))
                 n = min(i + self.chunk, len(self.lines))
                 with self._sent_cv:
                     self.sent = n
@@ -212,6 +217,9 @@ class Feeder:
                 delay = t0 + n / self.rate - time.monotonic()
                 await asyncio.sleep(max(delay, 0))
             await pub.flush()
+            results = await asyncio.gather(*(f for _, f in futs), return_exceptions=True)
+            self.refused = [(j, f"{type(r).__name__}: {r}") for (j, _), r in zip(futs, results)
+                            if isinstance(r, BaseException)]
             self.finished_at = time.monotonic()
 
     def wait_fraction(self, f: float, timeout_s: float = 300.0) -> None:
@@ -227,10 +235,16 @@ class Feeder:
             raise self.error
 
     def join(self, timeout_s: float = 300.0) -> None:
+        """Until every record is sent and acknowledged; fails naming the records the broker
+        refused (a test that lost its own input must not go on)."""
         self._thread.join(timeout_s)
         if self.error is not None:
             raise self.error
         assert not self._thread.is_alive(), "feeder did not finish"
+        if self.refused:
+            errs = Counter(e for _, e in self.refused)
+            raise AssertionError(f"the broker refused {len(self.refused)} of {len(self.lines)} records "
+                                 f"(first line index {self.refused[0][0]}): {dict(errs)}")
 
     @property
     def seconds(self) -> float | None:

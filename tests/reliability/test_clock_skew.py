@@ -8,7 +8,15 @@ forward and produced false stall incidents, in the worker and in `diagnose`. Her
   without it, every revision;
 - through the worker (one sink, one analysis worker, input flowing): the incidents equal
   diagnose's without the skewed event, on every revision ever emitted; the skewed event
-  itself is still processed (stored exactly once like every other event).
+  itself is still processed (stored exactly once like every other event). The skewed record
+  goes out with the producer's clock as its Kafka timestamp, so this test is about event
+  time inside the worker, not about the broker (next point);
+- the broker takes such an event from faultline's own publisher (which stamps each record
+  with the event ts) together with the normal events batched with it. Kafka 4's default
+  ``log.message.timestamp.after.max.ms`` is 1 h: a record stamped 23 h ahead is refused
+  with InvalidTimestampError, and with it every record of its produce batch for that
+  partition (3,790 valid events in one run of the worker test before the harness checked
+  deliveries) - while the contract accepts 24 h.
 """
 
 from __future__ import annotations
@@ -82,7 +90,8 @@ def test_one_skewed_event_changes_no_incident_in_the_worker(settings, tmp_path):
             fleet.start_sink()
             w = fleet.sink_worker if fleet.sink_worker is not None else fleet.add_worker()
             fleet.wait_joined(w)
-            feeder = Feeder(s, skewed.lines, RATE).start()
+            at = skewed.lines.index(orjson.dumps(ev))
+            feeder = Feeder(s, skewed.lines, RATE, producer_time=[at]).start()
             tl.mark("input starts")
             feeder.join()
             tl.mark(f"input done ({feeder.seconds:.1f} s)")
@@ -90,3 +99,29 @@ def test_one_skewed_event_changes_no_incident_in_the_worker(settings, tmp_path):
         finally:
             inc.stop()
         assert not problems, report(tl, problems, fleet)
+
+
+@pytest.mark.kafka
+def test_broker_accepts_an_event_stamped_23h_ahead(settings):
+    """faultline's publisher (collectors, simulator, replay) on the contract topics: one
+    gpu.sample 23 h ahead among 200 normal ones of the same node (one produce batch)."""
+    from faultline.producers.publish import Publisher
+    from faultline.schemas.codec import decode, now_ms
+
+    asyncio.run(ensure_topics(settings))
+    now = now_ms()
+    base = {"v": 1, "kind": "gpu.sample", "source": "test", "node": "gpu-001",
+            "data": {"gpu": 0, "uuid": "GPU-test-0", "util_pct": 50.0, "temp_c": 60.0}}
+    evs = [dict(base, id=f"skew-test-{i}", ts=now - 60_000 + i) for i in range(200)]
+    evs.insert(100, dict(base, id="skew-test-ahead", ts=now + SKEW_MS))
+
+    async def send() -> list:
+        async with Publisher(settings, compression=None) as pub:
+            futs = [await pub.send(decode(orjson.dumps(e), now=now)) for e in evs]
+            await pub.flush()
+            return await asyncio.gather(*futs, return_exceptions=True)
+
+    res = asyncio.run(send())
+    refused = [(e["id"], f"{type(r).__name__}") for e, r in zip(evs, res) if isinstance(r, BaseException)]
+    assert not refused, (f"the broker refused {len(refused)} of {len(evs)} records because one is stamped "
+                         f"23 h ahead (contract: up to 24 h): {refused[:3]}...")
