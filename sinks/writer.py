@@ -81,9 +81,31 @@ class FlushStats:
         return self
 
 
+#: the latest epoch ms a DateTime64(3) column holds (2299-12-31 23:59:59.999 UTC); the rows
+#: below refuse ts values outside [0, MAX_STORE_MS] and integers outside their column's type
+#: with a ``ValueError``: ClickHouse cannot parse such a ts (the whole insert fails, and a
+#: sink retrying it would wedge) and silently wraps an out-of-range UInt (a revision 2^40
+#: would be stored as 0)
+MAX_STORE_MS = 10_413_791_999_999
+_UINT16, _UINT32, _INT32 = (0, 0xFFFF), (0, 0xFFFF_FFFF), (-(1 << 31), (1 << 31) - 1)
+
+
+def _ts(v: int | None, name: str) -> str | None:
+    """``ms(v)`` for a DateTime64(3) column, refusing what the column cannot hold."""
+    if v is not None and not 0 <= v <= MAX_STORE_MS:
+        raise ValueError(f"{name} {v} is outside the store's time range (0..{MAX_STORE_MS} epoch ms)")
+    return ms(v)
+
+
+def _int(v: int | None, bounds: tuple[int, int], name: str) -> int | None:
+    if v is not None and not bounds[0] <= v <= bounds[1]:
+        raise ValueError(f"{name} {v} is outside its column's range {bounds[0]}..{bounds[1]}")
+    return v
+
+
 def alert_row(a: Alert) -> dict[str, Any]:
     return {
-        "id": a.id, "ts": ms(a.ts), "severity": a.severity, "detector": a.detector,
+        "id": a.id, "ts": _ts(a.ts, "ts"), "severity": a.severity, "detector": a.detector,
         "node": a.node or "", "job": a.job or "", "subject": a.subject or "",
         "summary": a.summary, "evidence": a.evidence,
     }
@@ -94,32 +116,34 @@ def incident_rows(i: Incident, record: str | None = None) -> tuple[dict[str, Any
     (``record``: its JSON when the caller has it, as on fl.incidents)."""
     rc, ck, af, rt = i.root_cause, i.last_checkpoint, i.affected, i.retry
     row = {
-        "id": i.id, "revision": i.revision, "job": i.job, "attempt": i.attempt,
-        "tenant": i.tenant or "", "failure_ts": ms(i.failure_ts), "start_ts": ms(i.start_ts),
+        "id": i.id, "revision": _int(i.revision, _UINT32, "revision"), "job": i.job,
+        "attempt": _int(i.attempt, _UINT16, "attempt"), "tenant": i.tenant or "",
+        "failure_ts": _ts(i.failure_ts, "failure_ts"), "start_ts": _ts(i.start_ts, "start_ts"),
         "state": i.state or "", "symptom": i.symptom,
         "category": rc.category, "component": rc.component, "cause_summary": rc.summary,
         "confidence": rc.confidence, "ruled_out": i.ruled_out,
-        "last_checkpoint_ts": ms(ck.ts) if ck else None,
+        "last_checkpoint_ts": _ts(ck.ts, "last_checkpoint.ts") if ck else None,
         "last_checkpoint_step": ck.step if ck else None,
         "last_checkpoint_path": ck.path if ck else "",
-        "lost_gpu_hours": i.lost_gpu_hours, "gpus": i.gpus, "image": i.image or "",
+        "lost_gpu_hours": i.lost_gpu_hours, "gpus": _int(i.gpus, _UINT32, "gpus"), "image": i.image or "",
         "affected_nodes": af.nodes, "affected_gpus": af.gpus, "affected_ports": af.ports,
         "affected_paths": af.paths,
-        "retry_attempt": rt.attempt if rt else None, "retry_state": rt.state if rt else "",
-        "retry_ts": ms(rt.ts) if rt else None,
+        "retry_attempt": _int(rt.attempt, _UINT16, "retry.attempt") if rt else None, "retry_state": rt.state if rt else "",
+        "retry_ts": _ts(rt.ts, "retry.ts") if rt else None,
         "retry_same_nodes": (1 if rt.same_nodes else 0) if rt else None,
         "hypotheses": _enc.encode(i.hypotheses).decode(),
         "record": record if record is not None else _enc.encode(i).decode(),
     }
-    ev = [{"incident_id": i.id, "revision": i.revision, "evidence_id": e.id, "ts": ms(e.ts),
+    ev = [{"incident_id": i.id, "revision": i.revision, "evidence_id": e.id, "ts": _ts(e.ts, "evidence.ts"),
            "layer": e.layer, "node": e.node or "", "summary": e.summary} for e in i.evidence]
     return row, ev
 
 
 def finding_row(f: Finding) -> dict[str, Any]:
     return {
-        "id": f.id, "ts": ms(f.ts), "kind": f.kind, "dimension": f.dimension, "subject": f.subject,
-        "window_start": ms(f.window_start), "window_end": ms(f.window_end), "count": f.count,
+        "id": f.id, "ts": _ts(f.ts, "ts"), "kind": f.kind, "dimension": f.dimension, "subject": f.subject,
+        "window_start": _ts(f.window_start, "window_start"), "window_end": _ts(f.window_end, "window_end"),
+        "count": _int(f.count, _UINT32, "count"),
         "exposure": f.exposure, "exposure_unit": f.exposure_unit, "fleet_rate": f.fleet_rate,
         "score": f.score, "severity": f.severity, "summary": f.summary, "action": f.action,
         "incidents": f.incidents,
@@ -131,9 +155,9 @@ def deadletter_row(rec: bytes | bytearray | memoryview | str | dict[str, Any]) -
     d = orjson.loads(rec) if not isinstance(rec, dict) else rec
     try:
         reason = str(d["reason"])
-        return {"ts": ms(int(d["ts"])), "reason": reason, "reason_key": reason.split(" - at ")[0][:120],
-                "topic": str(d.get("topic") or ""), "partition": int(d.get("partition") or 0),
-                "offset": int(d["offset"]) if d.get("offset") is not None else -1,
+        return {"ts": _ts(int(d["ts"]), "ts"), "reason": reason, "reason_key": reason.split(" - at ")[0][:120],
+                "topic": str(d.get("topic") or ""), "partition": _int(int(d.get("partition") or 0), _INT32, "partition"),
+                "offset": _int(int(d["offset"]), (-(1 << 63), (1 << 63) - 1), "offset") if d.get("offset") is not None else -1,
                 "raw_b64": str(d.get("raw_b64") or "")}
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"not a dead-letter record (needs ts, reason; see fl.deadletter in the contract): {e!r}") from None

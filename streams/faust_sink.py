@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from ..config import Settings
-from ..schemas.codec import ContractError, decode, now_ms
+from ..schemas.codec import ContractError, dead_letter, decode, now_ms
 from ..schemas.registry import DEADLETTER, INPUT_TOPICS, OUTPUT_TOPICS
 
 log = logging.getLogger("faultline.streams.sink")
@@ -149,7 +149,8 @@ class SinkConsumer:
         self._stop_ev = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.stored = 0
-        self.skipped = 0
+        self.skipped = 0          # invalid input records (the worker dead-letters them)
+        self.dead_lettered = 0    # invalid output / dead-letter records, stored as dead letters
         self._batch_n = 0
         self.failed_attempts = 0   # store flushes that failed (and were retried), in total
 
@@ -232,7 +233,8 @@ class SinkConsumer:
 
     def add_records(self, kind: str, recs: list[Any], now: int) -> None:
         """Records of one topic (``kind``: "input" or the output topic's base name) into the
-        writer, one decode each; a record that does not decode is counted in ``skipped``."""
+        writer, one decode each. An invalid input record is skipped (counted in ``skipped``);
+        an output record the store cannot hold becomes a ``deadletters`` row with its reason."""
         w = self.writer
         if kind == "input":
             evs = []
@@ -254,9 +256,13 @@ class SinkConsumer:
                 else:
                     w.add_output_raw(kind, r.value)
             except (ValueError, TypeError) as err:
-                self.skipped += 1
+                # not a record the store can hold (a foreign producer, a bug): keep it as a
+                # dead letter with the reason, so it is neither lost nor able to fail its batch
+                reason = f"{kind} record refused by the sink: {err}"
+                w.add_deadletter(dead_letter(r.value, reason, r.topic, r.partition, r.offset))
+                self.dead_lettered += 1
                 if self._skips.ready():
-                    log.warning("sink skipped a record that is not a valid %s record", kind,
+                    log.warning("sink stored an invalid %s record as a dead letter", kind,
                                 extra={"topic": r.topic, "partition": r.partition, "offset": r.offset,
                                        "error": str(err)[:300], "suppressed": self._skips.take_suppressed()})
 

@@ -61,6 +61,13 @@ async def produce(settings, lines, raw=()) -> None:
         await pub.flush()
 
 
+class _Rec:
+    """The fields of an aiokafka ConsumerRecord the sink reads."""
+
+    def __init__(self, value: bytes, topic: str = "fl.gpu", offset: int = 0) -> None:
+        self.value, self.topic, self.partition, self.offset = value, topic, 0, offset
+
+
 def layer_counts(store) -> tuple[int, int]:
     """(rows under FINAL, distinct ids) summed over the event tables."""
     rows = ids = 0
@@ -203,14 +210,47 @@ def test_sink_skips_exactly_what_the_worker_rejects(tmp_path):
     try:
         writer = SinkWriter(store)
         sink = SinkConsumer(Settings(), writer, group_id="unused")
-
-        class Rec:
-            def __init__(self, v: bytes) -> None:
-                self.value, self.topic, self.partition, self.offset = v, "fl.gpu", 0, 0
-
-        sink.add_records("input", [Rec(v) for v in [*good, *bad]], now_ms())
+        sink.add_records("input", [_Rec(v) for v in [*good, *bad]], now_ms())
         assert sink.skipped == len(bad)
         writer.flush()
         assert layer_counts(store) == (len(good), len(good))
+    finally:
+        store.close()
+
+
+
+def test_output_records_the_store_cannot_hold_become_dead_letters(tmp_path):
+    """An alert stamped beyond what DateTime64 holds, an incident revision beyond UInt32, a
+    non-JSON incident and a dead letter without a reason (a foreign producer, a bug) would
+    fail their whole insert, or be stored wrapped: each becomes a ``deadletters`` row with
+    its reason, the valid records beside them are stored, and the flush succeeds."""
+    import msgspec
+
+    from faultline.config import Settings
+    from faultline.schemas.codec import dead_letter, encode
+    from faultline.sinks import dataset
+
+    ds = dataset.build(seed=3, n_jobs=12)
+    inc, alert = ds.incidents[0], ds.alerts[0]
+    bad = [("fl.alerts", encode(msgspec.structs.replace(alert, id="a-bad", ts=1 << 53)), "ts"),
+           ("fl.incidents", encode(msgspec.structs.replace(inc, id="i-bad", revision=1 << 40)), "revision"),
+           ("fl.incidents", b'{"id": "i-trunc", "rev', "not a fl.incidents record"),
+           ("fl.deadletter", b'{"ts": 1, "topic": "fl.gpu"}', "not a dead-letter record")]
+    good = [("fl.alerts", encode(a)) for a in ds.alerts] + [("fl.incidents", encode(i)) for i in ds.incidents] \
+        + [("fl.deadletter", dead_letter(b"{", "not valid JSON", "fl.gpu", 0, 7))]
+    store = open_store(path=str(tmp_path / "store"))
+    try:
+        writer = SinkWriter(store)
+        sink = SinkConsumer(Settings(), writer, group_id="unused")
+        for off, (topic, value, *_) in enumerate([*good, *bad]):
+            sink.add_records(topic, [_Rec(value, topic, off)], now_ms())
+        writer.flush()
+        assert sink.dead_lettered == len(bad)
+        assert store.query("SELECT count() AS n FROM alerts FINAL")[0]["n"] == len(ds.alerts)
+        assert store.query("SELECT count() AS n FROM incidents FINAL")[0]["n"] == len(ds.incidents)
+        rows = store.query("SELECT topic, offset, reason FROM deadletters FINAL WHERE topic != 'fl.gpu' ORDER BY offset")
+        assert [(r["topic"], r["offset"]) for r in rows] == [(t, len(good) + k) for k, (t, *_) in enumerate(bad)]
+        for r, (_, _, why) in zip(rows, bad):
+            assert "refused by the sink" in r["reason"] and why in r["reason"], r
     finally:
         store.close()
