@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Iterator, Union
 
 import msgspec
 import orjson
@@ -196,74 +196,43 @@ class SinkWriter:
     def add_raw(self, raw: bytes | bytearray | memoryview | str) -> None:
         """One contract event as its JSON bytes (validate with ``schemas.decode`` upstream;
         this only splits the envelope, and raises ``ValueError`` on non-JSON)."""
-        try:
-            e = _env_dec.decode(raw)
-        except msgspec.DecodeError as err:
-            raise ValueError(f"not a contract event envelope: {err}") from None
-        self._append(e.id, e.ts, e.kind, e.source, e.node, e.job, e.tenant, bytes(e.data).decode())
+        self.add_raws((raw,))
 
-    def add_raws(self, raws: Iterable[bytes]) -> None:
-        dec = _env_dec.decode
-        with self._lock:
-            c = self._ev
-            ids, tss, kinds, srcs, nodes, jobs, tens, datas = (c[k] for k in _EV_COLS)
-            n = 0
+    def add_raws(self, raws: Iterable[bytes | bytearray | memoryview | str]) -> None:
+        """Contract events as JSON bytes (see ``add_raw``); all or none are buffered."""
+        def rows() -> Iterator[tuple[Any, ...]]:
+            dec = _env_dec.decode
             for raw in raws:
                 try:
                     e = dec(raw)
                 except msgspec.DecodeError as err:
                     raise ValueError(f"not a contract event envelope: {err}") from None
-                ids.append(e.id)
-                tss.append(e.ts)
-                kinds.append(e.kind)
-                srcs.append(e.source)
-                nodes.append(e.node or "")
-                jobs.append(e.job or "")
-                tens.append(e.tenant or "")
-                datas.append(bytes(e.data).decode())
-                n += 1
-            self._n_ev += n
-            self._added(n)
+                yield (e.id, e.ts, e.kind, e.source, e.node or "", e.job or "", e.tenant or "",
+                       bytes(e.data).decode())
+
+        self._extend(rows())
 
     def add_events(self, evs: Iterable[Any]) -> None:
         """Decoded contract events (``schemas.decode``: the sink's one decode per record);
         ``data`` is re-encoded from the validated struct (the fields the contract defines)."""
         enc = _enc.encode
-        with self._lock:
-            c = self._ev
-            ids, tss, kinds, srcs, nodes, jobs, tens, datas = (c[k] for k in _EV_COLS)
-            n = 0
-            for e in evs:
-                ids.append(e.id)
-                tss.append(e.ts)
-                kinds.append(e.kind)
-                srcs.append(e.source)
-                nodes.append(e.node or "")
-                jobs.append(e.job or "")
-                tens.append(e.tenant or "")
-                datas.append(enc(e.data).decode())
-                n += 1
-            if n:
-                self._n_ev += n
-                self._added(n)
+        self._extend((e.id, e.ts, e.kind, e.source, e.node or "", e.job or "", e.tenant or "",
+                      enc(e.data).decode()) for e in evs)
 
     def add_event(self, ev: Any) -> None:
         """A decoded contract event (``schemas.Event``)."""
-        self._append(ev.id, ev.ts, ev.kind, ev.source, ev.node, ev.job, ev.tenant, _enc.encode(ev.data).decode())
+        self.add_events((ev,))
 
-    def _append(self, id: str, ts: int, kind: str, source: str, node: Any, job: Any, tenant: Any, data: str) -> None:
+    def _extend(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Event rows in ``_EV_COLS`` order, appended column-wise (transposed in C)."""
+        batch = list(rows)   # built before the lock: a bad row buffers nothing
+        if not batch:
+            return
         with self._lock:
-            c = self._ev
-            c["id"].append(id)
-            c["ts"].append(ts)
-            c["kind"].append(kind)
-            c["source"].append(source)
-            c["node"].append(node or "")
-            c["job"].append(job or "")
-            c["tenant"].append(tenant or "")
-            c["data"].append(data)
-            self._n_ev += 1
-            self._added()
+            for name, values in zip(_EV_COLS, zip(*batch)):
+                self._ev[name].extend(values)
+            self._n_ev += len(batch)
+            self._added(len(batch))
 
     def add_alert(self, a: Alert) -> None:
         row = alert_row(a)
