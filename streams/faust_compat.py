@@ -500,10 +500,10 @@ AIOKAFKA_LOGGERS = ("aiokafka", "aiokafka.conn", "aiokafka.client", "aiokafka.cl
                     "aiokafka.producer.producer", "aiokafka.producer.message_accumulator",
                     "faust.transport.drivers.aiokafka")
 #: what aiokafka says when it cannot reach a broker (message templates, lower case)
-_AWAY_HINTS = ("unable connect", "unable to connect", "connect attempt", "connection error",
+_AWAY_HINTS = ("unable connect", "unable to connect", "connect call failed", "connection error",
                "connection refused", "unable to update metadata", "kafkaconnectionerror",
-               "failed fetch messages", "unable to request metadata", "coordinator dead",
-               "no brokers available", "connection lost", "nodenotready", "error connecting")
+               "unable to request metadata", "no brokers available", "connection lost",
+               "nodenotready", "node which is not ready", "error connecting")
 
 
 class BrokerAwayFilter(logging.Filter):
@@ -513,14 +513,17 @@ class BrokerAwayFilter(logging.Filter):
     Attached to aiokafka's loggers (``install``). A record that looks like a connection
     failure is passed at most once per ``period_s`` per (logger, message template), with
     the count of the ones suppressed since; the first such record of a period also logs one
-    WARNING on ``faultline.streams.broker`` naming the bootstrap address and what to do.
-    Other records pass unchanged.
+    WARNING on ``faultline.streams.broker`` naming the bootstrap address and what to do,
+    once connection errors have gone on for ``confirm_s`` (a lone one while a group forms
+    at start is no outage). Other records pass unchanged.
     """
 
-    def __init__(self, bootstrap: str, period_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, period_s: float = 30.0, confirm_s: float = 2.0) -> None:
         super().__init__()
         self.bootstrap = bootstrap
         self.period_s = period_s
+        self.confirm_s = confirm_s
+        self._streak: tuple[float, float] | None = None   # (first, last) connection error of a run
         self._last: dict[tuple[str, Any], float] = {}
         self._suppressed: dict[tuple[str, Any], int] = {}
         self._warned_at = -1e18
@@ -542,7 +545,11 @@ class BrokerAwayFilter(logging.Filter):
         if record.levelno < logging.WARNING or not self.is_connection_error(record):
             return True
         now = time.monotonic()
-        if now - self._warned_at >= self.period_s:
+        if self._streak is None or now - self._streak[1] > self.period_s:
+            self._streak = (now, now)          # a new run of connection errors
+        else:
+            self._streak = (self._streak[0], now)
+        if now - self._streak[0] >= self.confirm_s and now - self._warned_at >= self.period_s:
             self._warned_at = now
             self.warnings += 1
             self.out.warning(

@@ -212,7 +212,7 @@ def test_consumer_state_accessors_before_start(app):
 
 # ------------------------------------------------------------------ broker away
 def test_broker_away_one_warning_and_rate_limited_errors(caplog):
-    f = BrokerAwayFilter("127.0.0.1:1", period_s=60)
+    f = BrokerAwayFilter("127.0.0.1:1", period_s=60, confirm_s=0)
     lg = logging.getLogger("aiokafka.test_conn")
     lg.addFilter(f)
     try:
@@ -230,6 +230,22 @@ def test_broker_away_one_warning_and_rate_limited_errors(caplog):
     assert [r.getMessage()[:22] for r in theirs] == ["Unable connect to node", "Unable to update metad",
                                                       "Heartbeat failed: loca"]
     assert f.suppressed == 199
+
+
+def test_broker_away_lone_error_at_start_is_no_outage(caplog):
+    f = BrokerAwayFilter("127.0.0.1:1", period_s=60, confirm_s=0.05)
+    lg = logging.getLogger("aiokafka.test_conn2")
+    lg.addFilter(f)
+    try:
+        with caplog.at_level(logging.INFO):
+            lg.error("Unable to update metadata from [1]")       # a group forming, once
+            assert not [r for r in caplog.records if r.name == "faultline.streams.broker"]
+            import time
+            time.sleep(0.06)
+            lg.error("Unable connect to node with id %s", 1)     # still failing: an outage
+    finally:
+        lg.removeFilter(f)
+    assert len([r for r in caplog.records if r.name == "faultline.streams.broker"]) == 1
 
 
 def test_broker_away_filter_is_on_aiokafka_loggers_after_create_app(app):

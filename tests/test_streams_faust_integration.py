@@ -218,3 +218,19 @@ def test_worker_sinks_events_and_incidents(fsettings, sim_lines, tmp_path):
     assert n_ev == len(sim_lines), w.log()
     assert n_inc == len(exp), w.log()
     assert n_dead == 1, w.log()   # the truncated record, stored once with its reason
+
+
+def test_worker_with_empty_input_topics_still_moves_event_time(fsettings, sim_lines, tmp_path):
+    """Only fl.sched / fl.runtime carry records (a CPU-only cluster: no fl.gpu, fl.hw,
+    fl.net, fl.storage, fl.inventory ever): partitions that never had a record must not
+    hold event time (they are covered once fetched, at their end offset 0), so the
+    incidents still come out, equal to diagnose's on the same events."""
+    lines = [ln for ln in sim_lines if decode(ln).layer in ("sched", "runtime")]
+    exp = expected_incidents(lines, fsettings)
+    assert exp, "the job events alone must give an incident"
+    asyncio.run(ensure_topics(fsettings))
+    asyncio.run(produce(fsettings, lines))
+    with WorkerProcess(fsettings, tmp_path / "w1") as w:
+        got = asyncio.run(wait_incidents(fsettings, exp, timeout_s=120))
+        assert w.alive(), w.log()
+    assert got == exp, _diff(got, exp) + "\n--- worker log ---\n" + w.log()
