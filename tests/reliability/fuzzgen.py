@@ -399,8 +399,8 @@ def settle_and_stop_sink(settings, fleet, timeout_s: float = 60.0) -> list[str]:
     from faultline.streams import faust_harness as fh
 
     problems = []
-    lags = harness.wait_drained(settings, timeout_s)
-    if not (lags and all(v == 0 for v in lags.values())):
+    drained, lags = harness.wait_drained(settings, timeout_s)
+    if not drained:
         problems.append(f"input lag not 0 after {timeout_s:.0f} s: {lags}")
     if harness.sink_process_available() and hasattr(fh, "sink_group_id"):
         deadline = time.monotonic() + timeout_s
@@ -427,3 +427,47 @@ def rss_kib(pid: int) -> tuple[int, int]:
             if k in ("VmRSS", "VmHWM"):
                 vals[k] = int(v.split()[0])
     return vals.get("VmRSS", 0), vals.get("VmHWM", 0)
+
+
+def diff(got: dict[str, dict], exp: dict[str, dict], limit: int = 20) -> str:
+    """Which incidents differ between the worker and diagnose, field by field."""
+    out = [f"ids only in worker: {sorted(set(got) - set(exp))}", f"ids only in diagnose: {sorted(set(exp) - set(got))}"]
+    for i in sorted(set(got) & set(exp)):
+        for k in sorted(set(got[i]) | set(exp[i])):
+            if got[i].get(k) != exp[i].get(k):
+                out.append(f"{i}.{k}: worker={str(got[i].get(k))[:300]} diagnose={str(exp[i].get(k))[:300]}")
+    return "\n".join(out[:limit + 2])
+
+
+def _in_thread(fn):
+    """``fn()`` in a thread of its own (it may run its own event loop: reads call ``until``
+    from inside theirs)."""
+    import threading
+
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("v", fn()))
+    t.start()
+    t.join()
+    return box.get("v")
+
+
+class Settled:
+    """``until`` helper for reads: true once the worker is gone, or every consumer group of
+    the test has had lag 0 on the input topics for ``grace_s`` (looked up every ``every_s``)."""
+
+    def __init__(self, settings, worker, grace_s: float = 5.0, every_s: float = 2.0) -> None:
+        self.settings, self.worker, self.grace_s, self.every_s = settings, worker, grace_s, every_s
+        self._next = 0.0
+        self._since: float | None = None
+
+    def __call__(self) -> bool:
+        import harness
+
+        if not self.worker.alive():
+            return True
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self.every_s
+            drained = _in_thread(lambda: harness.wait_drained(self.settings, 0)[0])
+            self._since = (self._since or now) if drained else None
+        return self._since is not None and now - self._since >= self.grace_s

@@ -195,7 +195,8 @@ def _largest_value(limit: int, key: bytes) -> int:
 
 
 def _dead_letters(settings, expect: int, timeout_s: float, w) -> list[dict]:
-    recs = asyncio.run(read_topic(settings, "fl.deadletter", until=lambda r: len(r) >= expect or not w.alive(),
+    settled = F.Settled(settings, w)
+    recs = asyncio.run(read_topic(settings, "fl.deadletter", until=lambda r: len(r) >= expect or settled(),
                                   timeout_s=timeout_s, idle_s=3.0))
     return [orjson.loads(r.value) for r in recs]
 
@@ -229,10 +230,11 @@ def test_poison_among_fleet_traffic(settings, contract_topics, tmp_path):
     with fleet:
         w = F.start_pipeline(fleet)
         pid = w.proc.pid
-        recs = asyncio.run(read_topic(s, "fl.incidents", until=lambda r: F.live(latest_incidents(r)) == expected or not w.alive(),
-                                      timeout_s=150))
+        settled = F.Settled(s, w, grace_s=10.0)
+        recs = asyncio.run(read_topic(s, "fl.incidents", timeout_s=150, idle_s=3.0,
+                                      until=lambda r: F.live(latest_incidents(r)) == expected or settled()))
         got = F.live(latest_incidents(recs))
-        dead = _dead_letters(s, len(poison), timeout_s=max(10.0, 150 - (time.monotonic() - t0)), w=w)
+        dead = _dead_letters(s, len(poison), timeout_s=max(10.0, min(45.0, 150 - (time.monotonic() - t0))), w=w)
         alive, same_pid = w.alive(), w.proc.pid == pid
         log = w.log(10_000_000)
         unsettled = F.settle_and_stop_sink(s, fleet, timeout_s=30 if w.alive() else 1)
@@ -304,6 +306,8 @@ def _report(sent: dict, dead: list[dict], stored: list[dict], got: dict, expecte
     lines.append(f"dead letters {len(dead)} (poison {len(sent)}), stored {len(stored)}")
     lines.append(f"incidents: worker {len(got)}, diagnose {len(expected)}, equal {got == expected}; "
                  f"only worker {sorted(set(got) - set(expected))}, only diagnose {sorted(set(expected) - set(got))}")
+    if got != expected:
+        lines.append(F.diff(got, expected))
     lines.append(f"tracebacks in worker log: {log.count('Traceback')}")
     lines.append("--- worker log tail ---\n" + log[-3000:])
     return "\n".join(lines)
