@@ -78,6 +78,7 @@ def layer_counts(store) -> tuple[int, int]:
     return rows, ids
 
 
+@pytest.mark.slow
 def test_two_workers_one_sink_store_everything_once(fsettings, sim_lines, tmp_path):
     asyncio.run(ensure_topics(fsettings))
     group = sink_group_id(fsettings, APP)
@@ -104,6 +105,7 @@ def test_two_workers_one_sink_store_everything_once(fsettings, sim_lines, tmp_pa
     assert int(dead) == 1, sink.log()   # the worker dead-lettered it; the sink stored the dead letter
 
 
+@pytest.mark.slow
 def test_second_sink_on_embedded_store_refuses(fsettings, tmp_path):
     asyncio.run(ensure_topics(fsettings))
     with SinkProcess(fsettings, tmp_path / "s1", app_id=APP, loglevel="info") as first:
@@ -121,6 +123,7 @@ def test_second_sink_on_embedded_store_refuses(fsettings, tmp_path):
     assert "exactly one sink" in err, err
 
 
+@pytest.mark.slow
 def test_sink_killed_mid_batch_loses_and_duplicates_nothing(fsettings, sim_lines, tmp_path):
     asyncio.run(ensure_topics(fsettings))
     group = sink_group_id(fsettings, APP)
@@ -155,6 +158,7 @@ def test_sink_killed_mid_batch_loses_and_duplicates_nothing(fsettings, sim_lines
         st.close()
 
 
+@pytest.mark.slow
 def test_store_unavailable_retries_and_drops_nothing(fsettings, sim_lines, tmp_path, caplog):
     """A real store failure (a layer table detached: every insert into ingest_events fails)
     while the sink runs in this process: it retries the batch with backoff and one line per
