@@ -106,6 +106,33 @@ def test_two_workers_one_sink_store_everything_once(fsettings, sim_lines, tmp_pa
 
 
 @pytest.mark.slow
+def test_worker_with_sink_and_a_joining_worker_store_everything(fsettings, sim_lines, tmp_path):
+    """`worker --sink` keeps the sink in the sink's own group: a second analysis worker that
+    joins takes analysis partitions only, never the sink's, so nothing goes unstored (what
+    `--no-sink` on the second worker lost before: issue 14 item 5)."""
+    asyncio.run(ensure_topics(fsettings))
+    group = sink_group_id(fsettings, APP)
+    with WorkerProcess(fsettings, tmp_path / "a", app_id=APP, sink=True, loglevel="info") as a:
+        deadline = time.monotonic() + 90
+        while "sink consuming" not in a.log(10_000_000):
+            assert a.alive() and time.monotonic() < deadline, a.log()
+            time.sleep(0.3)
+        with WorkerProcess(fsettings, tmp_path / "b", app_id=APP) as b:
+            asyncio.run(produce(fsettings, sim_lines))
+            recs = asyncio.run(read_topic(fsettings, "fl.incidents", until=lambda r: len(r) >= 1,
+                                          timeout_s=180, idle_s=8))
+            asyncio.run(wait_caught_up(fsettings, group, timeout_s=120))
+            assert a.alive() and b.alive(), a.log() + b.log()
+    st = open_store(fsettings)
+    try:
+        assert layer_counts(st) == (len(sim_lines), len(sim_lines)), a.log()
+        stored = {r["id"] for r in st.query("SELECT id FROM incidents FINAL")}
+    finally:
+        st.close()
+    assert recs and stored == set(latest_incidents(recs)), a.log()
+
+
+@pytest.mark.slow
 def test_second_sink_on_embedded_store_refuses(fsettings, tmp_path):
     asyncio.run(ensure_topics(fsettings))
     with SinkProcess(fsettings, tmp_path / "s1", app_id=APP, loglevel="info") as first:
