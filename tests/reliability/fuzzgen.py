@@ -132,11 +132,13 @@ _WRONG_DATA = {"gpu.sample": ("gpu", "zero"), "gpu.xid": ("xid", "79"), "hw.sens
 _HUGE_INTS = [b"18446744073709551616", b"1180591620717411303424", b"-9223372036854775809",
               b"99999999999999999999999999999999999999"]
 _NON_FINITE = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"nan", b"inf"]
-# numeric data fields (contract) where a non-finite or out-of-range number can appear
-_NUM_FIELDS = {"gpu.sample": ("temp_c", "power_w", "ecc_sbe", "util_pct"), "hw.sensor": ("value",),
-               "storage.sample": ("read_lat_ms", "used_pct"), "runtime.progress": ("step_time_s", "step"),
-               "net.port": ("in_errors", "in_octets"), "runtime.checkpoint": ("step", "bytes"),
-               "gpu.xid": ("xid", "pid"), "sched.job": ("attempt", "gpus")}
+# data fields the contract types as int (indexes, ids, cumulative counters, steps) and as float
+_INT_FIELDS = {"gpu.sample": ("gpu", "ecc_sbe", "ecc_dbe", "nvlink_errors", "pcie_replay"), "gpu.xid": ("xid", "pid"),
+               "net.port": ("in_errors", "in_octets", "speed_mbps"), "net.rdma": ("port",),
+               "sched.job": ("attempt", "gpus", "exit_code"), "runtime.progress": ("step",),
+               "runtime.checkpoint": ("step", "bytes"), "runtime.container": ("exit_code",)}
+_FLOAT_FIELDS = {"hw.sensor": ("value",), "runtime.progress": ("step_time_s", "samples_per_s"),
+                 "runtime.checkpoint": ("duration_s",)}
 
 
 def _random_bytes(ev: dict, rng: random.Random) -> bytes:
@@ -196,20 +198,40 @@ def _deep_nesting(ev: dict, rng: random.Random) -> bytes:
 
 
 def _huge_int(ev: dict, rng: random.Random) -> bytes:
+    """An integer beyond 64 bits where the contract wants an int (ts or an int data field)."""
     lit = rng.choice(_HUGE_INTS)
-    spot = rng.randrange(3)
-    if spot == 0:
-        return _with_raw(ev, "ts", lit)
-    if spot == 1 and ev["kind"] in _NUM_FIELDS:
-        return _with_raw(ev, rng.choice(_NUM_FIELDS[ev["kind"]]), lit, where="data")
-    return _with_raw(ev, "counter_extra", lit, where="data")  # an unknown extra field: kept, so it must be checked
+    fields = _INT_FIELDS.get(ev["kind"])
+    if fields and rng.random() < 0.6:
+        return _with_raw(ev, rng.choice(fields), lit, where="data")
+    return _with_raw(ev, "ts", lit)
+
+
+def _huge_int_float_field(ev: dict, rng: random.Random) -> bytes:
+    """An integer literal beyond 64 bits in a float field (e.g. hw.sensor value)."""
+    fields = _FLOAT_FIELDS.get(ev["kind"]) or _INT_FIELDS.get(ev["kind"])
+    if not fields:
+        return _with_raw(ev, "ts", rng.choice(_HUGE_INTS))
+    return _with_raw(ev, rng.choice(fields), rng.choice(_HUGE_INTS), where="data")
+
+
+def _huge_int_extra_field(ev: dict, rng: random.Random) -> bytes:
+    """An integer beyond 64 bits in an unknown extra field (contract: extra fields are kept;
+    issue 14: out-of-range integers are refused at decode)."""
+    where = rng.choice(("data", "envelope"))
+    return _with_raw(ev, "counter_extra", rng.choice(_HUGE_INTS), where=where)
 
 
 def _non_finite(ev: dict, rng: random.Random) -> bytes:
-    lit = rng.choice(_NON_FINITE)
-    if ev["kind"] in _NUM_FIELDS and rng.random() < 0.7:
-        return _with_raw(ev, rng.choice(_NUM_FIELDS[ev["kind"]]), lit, where="data")
-    return _with_raw(ev, "extra_float", lit, where="data")
+    """NaN/Infinity literals (not JSON) or 1e400 (JSON, but not a finite double) in a number field."""
+    fields = _FLOAT_FIELDS.get(ev["kind"]) or _INT_FIELDS.get(ev["kind"])
+    if not fields:
+        return _with_raw(ev, "ts", rng.choice(_NON_FINITE))
+    return _with_raw(ev, rng.choice(fields), rng.choice(_NON_FINITE), where="data")
+
+
+def _non_finite_extra_field(ev: dict, rng: random.Random) -> bytes:
+    """The same in an unknown extra field."""
+    return _with_raw(ev, "extra_float", rng.choice(_NON_FINITE), where=rng.choice(("data", "envelope")))
 
 
 def _oversized(ev: dict, rng: random.Random) -> bytes:
@@ -244,7 +266,9 @@ CATEGORIES: dict[str, tuple[float, Callable[[dict, random.Random], bytes | None]
     "random_bytes": (10, _random_bytes), "truncated_json": (10, _truncated), "wrong_type": (8, _wrong_type),
     "wrong_data_type": (8, _wrong_data_type), "missing_field": (8, _missing_field),
     "unknown_kind": (8, _unknown_kind), "non_utf8": (8, _non_utf8), "empty": (6, _empty), "null": (3, _null),
-    "deep_nesting": (2, _deep_nesting), "huge_int": (8, _huge_int), "non_finite": (8, _non_finite),
+    "deep_nesting": (2, _deep_nesting), "huge_int": (5, _huge_int), "huge_int_float_field": (2, _huge_int_float_field),
+    "huge_int_extra_field": (2, _huge_int_extra_field), "non_finite": (5, _non_finite),
+    "non_finite_extra_field": (2, _non_finite_extra_field),
     "oversized": (0.06, _oversized), "future_ts": (4, _future), "duplicated_key": (4, _duplicated_key),
     "wrong_topic": (6, _wrong_topic),
 }
