@@ -470,7 +470,7 @@ class JobAgent:
         for s in sigs:
             if s.subject.startswith("job:") or s.kind == "container_oom":
                 continue   # job-scoped: not in the index (Engine._on_signal)
-            if not js.index.remember(s):  # type: ignore[attr-defined]
+            if not js.remember_signal(s):
                 continue
             if held:
                 self._defer(None, s)
@@ -478,7 +478,7 @@ class JobAgent:
                 self._reevaluate_local(js, s)
 
     def _reevaluate_local(self, js: JobSide, s: Any) -> None:
-        if not js._inc_ctx:
+        if not js.has_incidents():
             return
         ccfg = self.cfg.correlate
         jobs_of: set[str] = set()
@@ -490,7 +490,7 @@ class JobAgent:
     def _pushed(self, js: JobSide, job: str, sig: Any) -> None:
         if self.gate.open():
             js.signal_for(job, sig)
-        elif js.index.remember(sig):  # type: ignore[attr-defined]
+        elif js.remember_signal(sig):
             self._defer(job, sig)     # in the index now; the re-evaluation waits for the gate
 
     def _run_deferred(self, js: JobSide) -> None:
@@ -832,8 +832,9 @@ class Worker:
                          **compat.consumer_counts(self.app))
             except Exception as err:  # noqa: BLE001 - debug only
                 d.update(dbg=str(err)[:80])
-            d.update(jobs=len(js.jobs), buffered=len(js._buf), pending=len(js._pending),
-                     evaluated=len(js._inc_ctx), wm_released=js._wm, idle=int(self.wms.value(self.worker_id)[1]),
+            c = js.counts()
+            d.update(jobs=c["jobs"], buffered=c["buffered"], pending=c["pending"], evaluated=c["evaluated"],
+                     wm_released=c["released"], idle=int(self.wms.value(self.worker_id)[1]),
                      lagging=len(self.wms.lagging()), gated=len(self.job.gate.gated()),
                      uncovered=self.wms.uncovered, skewed=self.wms.skewed,
                      recovered=int(compat.recovered(self.app)))

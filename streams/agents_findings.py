@@ -24,9 +24,10 @@ from typing import Any
 import msgspec
 
 from ..config import Settings
-from ..schemas.codec import ContractError, decode, encode, now_ms
+from ..schemas.bounds import encode_output
+from ..schemas.codec import ContractError, decode, now_ms
 from ..schemas.outputs import Alert, Incident
-from ..schemas.registry import ALERTS, FINDINGS, INCIDENTS
+from ..schemas.registry import ALERTS, DEADLETTER, FINDINGS, INCIDENTS
 from .findings import HOUR_MS, FindingsRunner, FindingsTracker, StreamClock
 
 log = logging.getLogger("faultline.streams.findings")
@@ -66,6 +67,7 @@ def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: 
     feed = app.topic(T(FEED), partitions=1, internal=True, key_type=bytes, value_type=bytes)
     findings_out = app.topic(T(FINDINGS))
     alerts_out = app.topic(T(ALERTS))
+    dead_out = app.topic(T(DEADLETTER))
     table = app.Table("findings_state", partitions=1, default=None, key_type=bytes, value_type=bytes)
     st: dict[str, Any] = {"runner": None, "dirty": False, "saved": 0.0, "findings": 0}
 
@@ -118,11 +120,15 @@ def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: 
         n = 0
         for o in res:
             if isinstance(o, Alert):
-                key = (o.job or o.node or o.subject or "").encode()
-                await alerts_out.send(key=key, value=encode(o))
+                out, key = alerts_out, (o.job or o.node or o.subject or "").encode()
             else:
-                await findings_out.send(key=o.subject.encode(), value=encode(o))
+                out, key = findings_out, o.subject.encode()
                 n += 1
+            topic, value = encode_output(o, out.get_topic_name())   # capped; oversized -> dead letter
+            if topic == DEADLETTER:
+                await dead_out.send(value=value)
+                continue
+            await out.send(key=key, value=value)
         st["findings"] += n
         st["dirty"] = True
 
