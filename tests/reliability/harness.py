@@ -384,8 +384,23 @@ def check_incidents(exp: Expectation, records: list[tuple[float, dict]]) -> list
         e, g = exp.latest[iid], got[iid]
         for k in sorted(set(e) | set(g)):
             if e.get(k) != g.get(k):
-                problems.append(f"{iid}.{k}: worker={_short(g.get(k))} diagnose={_short(e.get(k))}")
+                problems.append(f"{iid}.{k}: {_diff(g.get(k), e.get(k))}")
     return problems
+
+
+def _diff(got: Any, exp: Any) -> str:
+    """worker vs diagnose value of one field; for lists, the items only on either side."""
+    if isinstance(got, list) and isinstance(exp, list):
+        g = [orjson.dumps(x, option=orjson.OPT_SORT_KEYS) for x in got]
+        e = [orjson.dumps(x, option=orjson.OPT_SORT_KEYS) for x in exp]
+        only_g = [x.decode() for x in g if x not in e]
+        only_e = [x.decode() for x in e if x not in g]
+        return (f"{len(got)} items in the worker, {len(exp)} in diagnose; only in the worker: "
+                f"{_short(only_g, 600)}; only in diagnose: {_short(only_e, 600)}")
+    if isinstance(got, dict) and isinstance(exp, dict):
+        keys = sorted(k for k in set(got) | set(exp) if got.get(k) != exp.get(k))
+        return "; ".join(f"{k}: worker={_short(got.get(k))} diagnose={_short(exp.get(k))}" for k in keys)
+    return f"worker={_short(got)} diagnose={_short(exp)}"
 
 
 def _short(v: Any, n: int = 300) -> str:
