@@ -159,10 +159,13 @@ PAGE_TIMEOUT_S = 10.0
 
 
 def _incidents_query(incident_id: str | None, limit: int) -> tuple[str, dict[str, Any] | None]:
+    """The page's query: it stops on the store's side too, so an abandoned page read never
+    holds the store's owner longer than the page waits for it."""
+    stop = f" SETTINGS max_execution_time = {int(PAGE_TIMEOUT_S)}"
     if incident_id is None:
-        return f"SELECT record FROM incidents FINAL ORDER BY failure_ts DESC LIMIT {int(limit)}", None
+        return f"SELECT record FROM incidents FINAL ORDER BY failure_ts DESC LIMIT {int(limit)}" + stop, None
     return ("SELECT record FROM incidents FINAL WHERE id = {id:String} OR job = {id:String} "
-            "ORDER BY attempt DESC LIMIT 1", {"id": incident_id})
+            "ORDER BY attempt DESC LIMIT 1" + stop, {"id": incident_id})
 
 
 def _records(rows: list[Any]) -> list[dict]:
