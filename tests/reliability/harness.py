@@ -502,9 +502,13 @@ class Fleet:
 
     # -- stopping
     def stop_workers(self) -> None:
-        for w in self.workers:
-            if w is not self.sink_worker:
-                w.stop()
+        """SIGTERM every analysis worker at once, then wait for each (a clean shutdown each)."""
+        live = [w for w in self.workers if w is not self.sink_worker and w.alive()]
+        threads = [threading.Thread(target=w.stop) for w in live]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def stop_sink(self) -> None:
         if self.sink is not None:

@@ -32,9 +32,9 @@ SEED = 201
 KILLS = 5
 #: seconds after the (re)started worker joined the group until it is killed
 KILL_AFTER_S = (0.5, 8.0)
-#: ~48k events at 400 events/s last ~120 s: five cycles of (15 s session timeout + boot
+#: ~48k events at 530 events/s last ~90 s: five cycles of (15 s session timeout + boot
 #: + KILL_AFTER_S) happen while input flows
-RATE = 400
+RATE = 530
 
 
 def test_worker_sigkilled_five_times(settings, tmp_path):

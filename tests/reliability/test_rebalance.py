@@ -46,11 +46,6 @@ def test_rebalance_under_input(settings, tmp_path, seed):
     rng = random.Random(seed)
     join_at, kill_at = rng.uniform(*JOIN_AT), rng.uniform(*KILL_AT)
     tl = Timeline(seed)
-    traffic = fleet_traffic(seed)
-    exp = Expectation.of(traffic.lines, s)
-    assert len(exp.live) >= 3, f"seed {seed}: the traffic must have several interruptions: {exp.live}"
-    tl.mark(f"{traffic.n} events, {len(exp.latest)} incidents expected (diagnose {exp.seconds:.1f} s); "
-            f"join at {join_at:.0%}, kill at {kill_at:.0%} of the input")
     asyncio.run(ensure_topics(s))
     inc = IncidentLog(s).start()
     problems: list[str] = []
@@ -59,6 +54,12 @@ def test_rebalance_under_input(settings, tmp_path, seed):
             sink = fleet.start_sink()
             first = [fleet.add_worker()] if fleet.sink_worker is not None else [fleet.add_worker(), fleet.add_worker()]
             members = first + ([sink] if fleet.sink_worker is not None else [])
+            # the traffic and diagnose's answer while the processes boot
+            traffic = fleet_traffic(seed)
+            exp = Expectation.of(traffic.lines, s)
+            assert len(exp.live) >= 3, f"seed {seed}: the traffic must have several interruptions: {exp.live}"
+            tl.mark(f"{traffic.n} events, {len(exp.latest)} incidents expected (diagnose {exp.seconds:.1f} s); "
+                    f"join at {join_at:.0%}, kill at {kill_at:.0%} of the input")
             fleet.wait_one_generation(members)
             feeder = Feeder(s, traffic.lines, RATE).start()
             tl.mark("input starts")
