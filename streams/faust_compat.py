@@ -167,6 +167,7 @@ def fast_drain(consumer_cls: type) -> type:
         flow_active = self.app.flow_control.is_active
         suspended = self.suspend_flow.is_set
         tp_index = self.app.topics._tp_index
+        app = self.app
         yield_every = 100
         num_since_yield = 0
         sleep = asyncio.sleep
@@ -196,7 +197,14 @@ def fast_drain(consumer_cls: type) -> type:
                                 await callback(message)
                             else:
                                 await self.wait_first(callback(message), self.suspend_flow.wait())
-                            set_read_offset(tp, offset)
+                            # A delivery can block across a rebalance (flow control is
+                            # acquired inside it): Faust popped this partition's read offset
+                            # on revoke and seeked back to the committed one on assignment.
+                            # Setting the old offset now would make every re-fetched record
+                            # below it look already read: never delivered, never acked, the
+                            # commit stuck at that gap for good. The seek set it already.
+                            if message.generation_id == app.consumer_generation_id:
+                                set_read_offset(tp, offset)
                     unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
             if self.transport.app.should_stop:
@@ -232,7 +240,9 @@ class RawFeed:
     partition a record came from stops being fetched (Faust's ``on_buffer_full``; the other
     partitions, job topics included, keep flowing) until a quarter is left; a full feed
     blocks the delivery. ``clear`` (on partitions revoked: Faust seeks to the committed
-    offsets afterwards) drops what is queued and unblocks it.
+    offsets afterwards) drops what is queued and unblocks it; a message of an earlier
+    consumer-group generation (fetched before a rebalance) is dropped, as Faust's streams
+    drop theirs.
     """
 
     def bind(self, consumer: Any) -> None:
@@ -244,6 +254,8 @@ class RawFeed:
         from faust.transport.consumer import ensure_TP
 
         on_full, on_drop = consumer.on_buffer_full, consumer.on_buffer_drop
+        app = consumer.app
+        self.generation = lambda: app.consumer_generation_id
 
         def pause(tp: Any) -> None:
             on_full(ensure_TP(tp))
@@ -264,6 +276,8 @@ class RawFeed:
         self.resume_at = maxsize // 4
         self.pause: Any = None       # consumer.on_buffer_full(tp) / on_buffer_drop(tp) (bind)
         self.resume: Any = None
+        self.generation: Any = None  # the consumer group generation now (bind)
+        self.stale = 0               # messages of an earlier generation dropped
         self._paused: set[Any] = set()
         self.items: list[Any] = []
         self._ready = asyncio.Event()
@@ -275,10 +289,20 @@ class RawFeed:
     def full(self) -> bool:
         return len(self.items) >= self.maxsize
 
+    def _is_stale(self, message: Any) -> bool:
+        gen = self.generation
+        return gen is not None and getattr(message, "generation_id", None) not in (None, gen())
+
     async def put(self, message: Any) -> None:
         while len(self.items) >= self.maxsize:
             self._space.clear()
             await self._space.wait()
+        if self._is_stale(message):
+            # fetched before a rebalance, delivered after it (the delivery waited on flow
+            # control or on space): its partition may be another worker's now, and this
+            # worker re-reads it from the committed offset if not; as Faust's streams do
+            self.stale += 1
+            return
         items = self.items
         items.append(message)
         if len(items) >= self.pause_at and self.pause is not None:
@@ -311,6 +335,10 @@ class RawFeed:
                 self._want = 0
         out = self.items[:max_n]
         del self.items[:max_n]
+        if self.generation is not None:
+            n = len(out)
+            out = [m for m in out if not self._is_stale(m)]
+            self.stale += n - len(out)
         if len(self.items) < self.maxsize:
             self._space.set()
         if self._paused and len(self.items) <= self.resume_at:

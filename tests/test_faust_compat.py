@@ -29,6 +29,7 @@ class Msg:
     def __init__(self, topic: str, partition: int, offset: int, tp=None) -> None:
         self.topic, self.partition, self.offset = topic, partition, offset
         self.tp = tp if tp is not None else TopicPartition(topic, partition)
+        self.generation_id = 0           # Faust's app.consumer_generation_id before a rebalance
         self.acked = []
 
     def ack(self, consumer) -> None:
@@ -251,3 +252,47 @@ def test_broker_away_lone_error_at_start_is_no_outage(caplog):
 def test_broker_away_filter_is_on_aiokafka_loggers_after_create_app(app):
     for name in ("aiokafka.conn", "aiokafka.client", "aiokafka.consumer.group_coordinator"):
         assert any(isinstance(f, BrokerAwayFilter) for f in logging.getLogger(name).filters), name
+
+
+async def test_rawfeed_drops_messages_of_an_earlier_generation(app):
+    """Fetched before a rebalance, delivered after it: dropped (its partition may be another
+    worker's now; Faust's streams drop theirs the same way)."""
+    feed = RawFeed(maxsize=10)
+    feed.bind(app.consumer)
+    app.consumer_generation_id = 3
+    old, new = Msg("t.gpu", 0, 1), Msg("t.gpu", 0, 2)
+    old.generation_id, new.generation_id = 2, 3
+    await feed.put(old)
+    await feed.put(new)
+    assert feed.items == [new] and feed.stale == 1
+    app.consumer_generation_id = 4           # another rebalance while it waited in the feed
+    assert await feed.take(10, within=0) == [] and feed.stale == 2
+
+
+async def test_fast_drain_keeps_the_seeked_offset_after_a_delivery_across_a_rebalance(app):
+    """A delivery that blocked across a rebalance must not set the old read offset over the
+    one the seek set: every re-fetched record below it would be skipped, never acked, and
+    the commit would stick there (the stuck commits of issue 14's rebalance trials)."""
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+
+    class Fetcher:
+        _stopped = asyncio.Event()
+
+    async def callback(message):
+        app.consumer_generation_id = 8        # the rebalance happened during this delivery
+        consumer._read_offset[tp] = 40        # recovery seeked back to the committed offset
+
+    async def getmany(timeout):
+        m = Msg("t.gpu", 0, 95, tp=tp)
+        m.generation_id = 7
+        yield tp, m
+        Fetcher._stopped.set()
+
+    consumer.callback = callback
+    consumer.getmany = getmany
+    app.consumer_generation_id = 7
+    app.flow_control.resume()
+    consumer.suspend_flow.clear()
+    await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
+    assert consumer._read_offset[tp] == 40

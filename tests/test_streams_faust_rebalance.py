@@ -26,7 +26,9 @@ from faultline.producers.publish import Publisher
 from faultline.producers.simulate import simulate
 from faultline.schemas.codec import decode, now_ms
 from faultline.streams.engine import Engine, EngineConfig
-from faultline.streams.faust_harness import WorkerProcess, latest_incidents, read_topic
+from faultline.schemas.registry import INPUT_TOPICS
+from faultline.streams.app import default_app_id
+from faultline.streams.faust_harness import WorkerProcess, group_lag, latest_incidents, read_topic
 from faultline.streams.faust_topics import ensure_topics
 
 from test_streams_faust_integration import _diff, expected_incidents
@@ -129,6 +131,15 @@ def test_join_mid_input_then_sigkill_every_revision_equals_diagnose(fsettings, t
         recs = asyncio.run(read_topic(fsettings, "fl.incidents", until=lambda r: latest_incidents(r) == exp,
                                       timeout_s=240, idle_s=3.0))
         assert b.alive(), logs()
+        # and the group committed everything it consumed (no partition stuck after the moves)
+        lag = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            lag = asyncio.run(group_lag(fsettings, default_app_id(fsettings), INPUT_TOPICS))
+            if lag == 0:
+                break
+            time.sleep(2)
+        assert lag == 0, f"the worker group left {lag} input records uncommitted" + logs()
     finally:
         a.kill()
         b.stop()
