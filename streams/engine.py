@@ -15,12 +15,14 @@ import bisect
 import heapq
 import logging
 from operator import itemgetter
-from typing import Any, Iterable, Union
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Protocol, Union, runtime_checkable
 
 import msgspec
 import orjson
 from msgspec import Struct
 
+from ..schemas.bounds import cap_alert, cap_signal
 from ..schemas.codec import MAX_EVENT_BYTES, MAX_FUTURE_MS, ContractError, decode, decode_fast, now_ms
 from ..schemas.events import INTERRUPTION_STATES, KIND_MODELS, Envelope
 from ..schemas.outputs import Alert, Incident, Retry
@@ -48,6 +50,17 @@ _ALERT_KINDS = frozenset({
 })
 
 
+class JobParts(Struct, kw_only=True):
+    """What the core holds for one job (``Engine.export_job`` / ``import_job``)."""
+
+    state: JobState
+    buffered: list[Any] = []            # events waiting in the reorder buffer (Envelopes)
+    pending: list["_Pending"] = []
+    ctx: dict[str, "_Pending"] = {}
+    incidents: dict[str, Incident] = {}
+    recovered: dict[str, int] = {}      # withdrawn incident id -> its last revision
+
+
 class EngineConfig(Struct, frozen=True, kw_only=True):
     lateness_ms: int = 10_000
     detectors: DetectorConfig = DetectorConfig()
@@ -64,10 +77,19 @@ class EngineConfig(Struct, frozen=True, kw_only=True):
     #: time is filed ``repeats_kept`` times, then only counted (an XID storm: ``Stats.coalesced``)
     repeat_ms: int = 60_000
     repeats_kept: int = 3
+    #: runtime records one job may hold in the reorder buffer of ``ingest`` (the worker's
+    #: input, whose watermark can lag a burst), by count and by size; ``process`` releases
+    #: every batch and needs no cap
+    max_buffered_per_job: int = 1_024
+    max_buffered_bytes_per_job: int = 128 * 1024
 
     @classmethod
     def from_settings(cls, settings: Any) -> "EngineConfig":
-        return cls(lateness_ms=int(getattr(settings, "lateness_ms", 10_000)))
+        """The worker's and ``diagnose``'s configuration: lateness, and the stall floor when
+        the settings carry one (``stall_floor_ms``; the detector default otherwise)."""
+        floor = getattr(settings, "stall_floor_ms", None)
+        det = DetectorConfig() if floor is None else DetectorConfig(stall_floor_ms=int(floor))
+        return cls(lateness_ms=int(getattr(settings, "lateness_ms", 10_000)), detectors=det)
 
 
 class Stats(Struct, kw_only=True):
@@ -133,6 +155,20 @@ class _Pending(Struct, kw_only=True):
 
 Output = Union[Alert, Incident]
 MAX_FAILURES = 1_000    # core failures kept between two take_failures() calls
+_SCHED = KIND_MODELS["sched.job"]
+
+
+def _est_bytes(ev: Envelope) -> int:
+    """About the JSON size of a buffered job event (a log line is its message and ~300 bytes)."""
+    msg = getattr(ev.data, "message", None)
+    return 300 + (len(msg) if isinstance(msg, str) else 0)
+
+
+class _RecoveredMark(Struct, kw_only=True):
+    """A withdrawn incident known only by its last revision (restored from a job dump)."""
+
+    job: str
+    revision: int
 #: ends that do not come from the fault itself: a hung attempt ended this way stays a stall
 EXTERNAL_END_STATES = frozenset({"timeout", "cancelled", "preempted", "requeued"})
 _sort_key = itemgetter(0, 1)
@@ -144,15 +180,105 @@ _LOG = KIND_MODELS["runtime.log"]
 _ROUTE = {cls: (tag, tag in _NODE_KINDS, tag in _INV_KINDS, tag in _JOB_KINDS) for cls, tag in _KIND_OF.items()}
 
 
-class Engine:
-    """Event batches in, alerts and incidents out (see module doc)."""
+# ---------------------------------------------------------------------------- collaborators
+@runtime_checkable
+class SignalStore(Protocol):
+    """Where node-side signals are filed and correlation finds them (``join.SignalIndex``
+    in process; the worker's GlobalTable-backed index, whose ``add`` is its outbox)."""
 
-    def __init__(self, config: EngineConfig | None = None) -> None:
+    def add(self, sig: Signal) -> bool: ...
+
+    def query(self, keys: Iterable[str], t0: int, t1: int,
+              kinds: frozenset[str] | None = None) -> list[Signal]: ...
+
+    def evict(self, before_ts: int) -> None: ...
+
+
+@runtime_checkable
+class World(Protocol):
+    """The cross-key state correlation reads: the join view (topology, versions, changes),
+    telemetry coverage per node or switch, failures per version key (other jobs'), and the
+    allocation (which job ran on a node); and where an evaluated failure is filed."""
+
+    def view(self) -> View: ...
+
+    def coverage(self, owner: str) -> dict[str, list[int]] | None: ...
+
+    def failures(self) -> dict[str, list[tuple[int, str]]]: ...
+
+    def record_failure(self, iid: str, failure_ts: int, job: str, keys: list[str]) -> None: ...
+
+    def job_on(self, node: str, ts: int) -> str | None: ...
+
+    def evict(self, before_ts: int) -> None: ...
+
+
+@runtime_checkable
+class Listener(Protocol):
+    """Told what changed, so a caller can persist it (the worker's changelog tables)."""
+
+    def on_touched(self, job: str) -> None: ...        # the job's state or outputs changed
+
+    def on_evaluated(self, iid: str) -> None: ...      # an incident was computed at its cutoff
+
+    def on_evicted(self, jobs: set[str]) -> None: ...  # finished jobs dropped by retention
+
+
+class LocalWorld:
+    """``World`` of one process: the Engine's own view, node states and jobs (``diagnose``)."""
+
+    def __init__(self, engine: "Engine") -> None:
+        self.engine = engine
+        self._failures: dict[str, list[tuple[int, str]]] = {}   # version key -> [(failure ts, job)]
+
+    def view(self) -> View:
+        return self.engine.view
+
+    def coverage(self, owner: str) -> dict[str, list[int]] | None:
+        ns = self.engine.nodes.get(owner)
+        return ns.cover if ns is not None else None
+
+    def failures(self) -> dict[str, list[tuple[int, str]]]:
+        return self._failures
+
+    def record_failure(self, iid: str, failure_ts: int, job: str, keys: list[str]) -> None:
+        for k in keys:
+            lst = self._failures.setdefault(k, [])
+            if (failure_ts, job) not in lst:
+                lst.append((failure_ts, job))
+                if len(lst) > 1000:
+                    del lst[0]
+
+    def job_on(self, node: str, ts: int) -> str | None:
+        for js in self.engine.jobs.values():
+            for a in js.attempts.values():
+                if node in a.nodes and a.started() <= ts and (a.end_ts is None or ts <= a.end_ts):
+                    return js.job
+        return None
+
+    def evict(self, before_ts: int) -> None:
+        for lst in self._failures.values():
+            while lst and lst[0][0] < before_ts:
+                del lst[0]
+
+
+class Engine:
+    """Event batches in, alerts and incidents out (see module doc).
+
+    Collaborators (defaults: in-process): ``index`` (``SignalStore``), ``world``
+    (``World``) and ``listener`` (``Listener``, none by default). The worker's node and job
+    sides (``streams.faust_engine``) compose an Engine with GlobalTable-backed ones and use
+    its public methods only."""
+
+    def __init__(self, config: EngineConfig | None = None, *, index: SignalStore | None = None,
+                 world: World | None = None, listener: Listener | None = None) -> None:
         self.cfg = config or EngineConfig()
         self._dcfg = self.cfg.detectors
         self.stats = Stats()
         self.view = View()
-        self.index = SignalIndex()
+        self.index: SignalStore = index if index is not None else SignalIndex()
+        self.world: World = world if world is not None else LocalWorld(self)
+        self._listener = listener
         self.nodes: dict[str, NodeState] = {}
         self.jobs: dict[str, JobState] = {}
         self._seen = SeenIds(self.cfg.dedup_cap)
@@ -173,7 +299,7 @@ class Engine:
         self._alert_last: dict[str, int] = {}
         self._sig_last: dict[tuple[str, str, str], list[int]] = {}   # repeat key -> [window start, filed]
         self._log_sigs: dict[str, Any] = {}     # buffered runtime.log event id -> its signature
-        self._failures: dict[str, list[tuple[int, str]]] = {}  # version key -> (failure ts, job)
+        self._held: dict[str, list[int]] = {}   # job -> [records, bytes] buffered (upper bound), at `released`
         self._out: list[Output] = []
         self._now = now_ms()
         self.errors: list[tuple[int, str]] = []                # (input position, reason), bounded
@@ -312,6 +438,183 @@ class Engine:
     def watermark(self) -> int:
         return self._wm
 
+    # ------------------------------------------------------------------ the worker's input
+    # The worker (``streams.faust_engine``) decodes, fences and keys events itself and
+    # drives event time from its global watermark: these methods are its whole interface.
+    def apply_now(self, ev: Envelope) -> None:
+        """Apply one decoded event on arrival, no reorder buffer (the worker's node side:
+        alerts within seconds); de-duplication is the caller's."""
+        self.stats.events += 1
+        if ev.ts > self._max_ts:
+            self._max_ts = ev.ts
+        self._apply(ev)
+
+    def ingest(self, events: Iterable[Envelope], watermark: int) -> None:
+        """Buffer decoded events (de-duplicated by id), then release up to ``watermark -
+        lateness`` (the worker's global watermark). A job holds at most
+        ``max_buffered_per_job`` runtime records and ``max_buffered_bytes_per_job`` in the
+        buffer (``_admit``). A fresh Engine at ``watermark = -(1 << 62)`` releases nothing."""
+        seen_add = self._seen.add
+        stats = self.stats
+        buf = self._buf
+        for ev in events:
+            eid = ev.id
+            if not seen_add(eid):
+                stats.duplicates += 1
+                continue
+            stats.events += 1
+            if self._listener is not None and ev.job:
+                self._listener.on_touched(ev.job)
+            if ev.ts < self._wm:
+                stats.late += 1
+                self._apply_guarded(ev)
+                self._late(ev)
+            elif (type(ev) is not _LOG or self._admit_log(ev)) and self._admit(ev):
+                buf = self._buf          # _admit may have rebuilt it
+                buf.append((ev.ts, eid, ev))
+        if watermark > self._max_ts:
+            self._max_ts = watermark
+        self._release(self._max_ts - self.cfg.lateness_ms)
+        if not self._buf:
+            self._held.clear()
+
+    def close_windows(self) -> None:
+        """Every input is idle: like ``finish`` release what is buffered and run the pending
+        evaluations now (an evaluation only uses events up to its cutoff; one that arrives
+        later re-evaluates the incident)."""
+        self._release(self._max_ts)
+        if self._heap_due:
+            self._fire_due(1 << 62)
+            self._fire_due(1 << 62)
+
+    def drain(self) -> list[Output]:
+        """Alerts and incident revisions produced since the last call."""
+        return self._drain()
+
+    def _admit(self, ev: Envelope) -> bool:
+        """Make room for ``ev`` in the reorder buffer (True: buffer it). Beyond its job's
+        caps (a burst while the watermark lags) the older half of the job's records is
+        applied now, in event-time order but before the watermark passes them
+        (``Stats.direct``; a job printing that much is not stalled, and correlation reads
+        signals by their ts, so its incident does not depend on it). ``sched.job`` records
+        always wait (few; their order matters)."""
+        if type(ev) is _SCHED:
+            return True
+        job = ev.job or ""
+        size = _est_bytes(ev)
+        cap_n, cap_b = self.cfg.max_buffered_per_job, self.cfg.max_buffered_bytes_per_job
+        used = self._held.get(job)
+        if used is None:
+            used = self._held[job] = [0, 0, self.released]
+        if used[0] >= cap_n or used[1] + size > cap_b:
+            if used[2] != self.released:        # events released since: recount
+                used[0], used[1] = self._held_by(job)
+                used[2] = self.released
+            if used[0] >= cap_n or used[1] + size > cap_b:
+                self.spill(job, half=True)
+                used[0], used[1] = self._held_by(job)
+        used[0] += 1
+        used[1] += size
+        return True
+
+    def _held_by(self, job: str) -> tuple[int, int]:
+        n = b = 0
+        for _, _, e in self._buf:
+            if e.job == job and type(e) is not _SCHED:
+                n += 1
+                b += _est_bytes(e)
+        return n, b
+
+    def spill(self, job: str, half: bool = False) -> int:
+        """Apply ``job``'s buffered records now, in order: all of them, or the older half of
+        its runtime records (``half``). Returns how many."""
+        mine = sorted((h for h in self._buf if h[2].job == job and (not half or type(h[2]) is not _SCHED)),
+                      key=_sort_key)
+        if half:
+            mine = mine[: max(1, len(mine) // 2)]
+        if not mine:
+            return 0
+        gone = {h[1] for h in mine}
+        self._buf = [h for h in self._buf if h[1] not in gone]
+        if not half:
+            self._held.pop(job, None)
+        self.stats.direct += len(mine)
+        for _, _, ev in mine:
+            self._apply_guarded(ev)
+        return len(mine)
+
+    # ------------------------------------------------------------------ the worker's state
+    @property
+    def evaluations(self) -> Mapping[str, _Pending]:
+        """Incident id -> the evaluation it was computed at (read-only)."""
+        return MappingProxyType(self._inc_ctx)
+
+    def counts(self) -> dict[str, int]:
+        """Sizes for a stats log."""
+        return {"jobs": len(self.jobs), "buffered": len(self._buf), "pending": len(self._pending),
+                "evaluated": len(self._inc_ctx), "released": self._wm}
+
+    def buffered_jobs(self) -> set[str]:
+        """Jobs with events waiting in the reorder buffer."""
+        return {h[2].job or "" for h in self._buf}
+
+    def export_job(self, job: str) -> JobParts:
+        """Everything the core holds for ``job`` (to persist it; ``import_job`` restores it)."""
+        ctx = {i: p for i, p in self._inc_ctx.items() if p.job == job}
+        return JobParts(state=self.jobs.get(job) or JobState(job=job),
+                        buffered=[ev for _, _, ev in self._buf if ev.job == job],
+                        pending=[p for (j, _), p in self._pending.items() if j == job], ctx=ctx,
+                        incidents={i: self._incidents[i] for i in ctx if i in self._incidents},
+                        recovered={i: r.revision for i, r in self._recovered.items() if r.job == job})
+
+    def import_job(self, job: str, parts: JobParts) -> None:
+        """Restore a job exported by ``export_job`` (after a restart or a rebalance):
+        its buffered events, pending evaluations, re-armed stall deadlines, incidents."""
+        self.jobs[job] = parts.state
+        for ev in parts.buffered:
+            self._seen.add(ev.id)
+            self._buf.append((ev.ts, ev.id, ev))
+        for p in parts.pending:
+            self._schedule(p)
+        dcfg = self._dcfg
+        for rec in parts.state.attempts.values():   # re-arm stall deadlines
+            if rec.state == "running" and rec.prog_n > 0 and not rec.stalled_at:
+                k = (job, rec.attempt)
+                if k not in self._stall_armed:
+                    self._stall_armed.add(k)
+                    heapq.heappush(self._stall_heap, (rec.prog_last_ts + rec.stall_threshold_ms(dcfg),
+                                                      job, rec.attempt))
+        self._inc_ctx.update(parts.ctx)
+        self._incidents.update(parts.incidents)
+        for i, rev in parts.recovered.items():
+            if i not in self._incidents and i not in self._recovered:
+                self._recovered[i] = _RecoveredMark(job=job, revision=rev)   # type: ignore[assignment]
+
+    def drop_job(self, job: str) -> None:
+        """Forget ``job`` (its state is reloaded from the table when it comes back)."""
+        self.jobs.pop(job, None)
+        for k in [k for k in self._pending if k[0] == job]:
+            del self._pending[k]
+        for i in [i for i, p in self._inc_ctx.items() if p.job == job]:
+            del self._inc_ctx[i]
+            self._incidents.pop(i, None)
+        self._buf = [h for h in self._buf if h[2].job != job]
+        self._held.pop(job, None)
+        if self._log_sigs:
+            ids = {h[1] for h in self._buf}
+            self._log_sigs = {i: g for i, g in self._log_sigs.items() if i in ids}
+
+    def reevaluate_for(self, job: str, ts: int) -> None:
+        """Re-run ``job``'s incidents whose window a signal at ``ts`` falls in."""
+        for iid, p in list(self._inc_ctx.items()):
+            if p.job == job and ts <= p.cutoff:
+                self._reevaluate(iid)
+
+    def reevaluate(self, iid: str) -> None:
+        """Re-run one evaluated incident (cross-partition evidence may have landed since)."""
+        if iid in self._inc_ctx:
+            self._reevaluate(iid)
+
     # ------------------------------------------------------------------ core
     def _drain(self) -> list[Output]:
         out, self._out = self._out, []
@@ -352,18 +655,20 @@ class Engine:
         """Bound the state: signals, finished jobs and rate-limit keys older than the
         retention (event time); incidents beyond ``max_jobs`` (oldest first)."""
         self.index.evict(before)
+        gone: set[str] = set()
         for job in [j for j, js in self.jobs.items()
                     if js.attempts and all(a.state not in ("pending", "running") and (a.end_ts or a.state_ts) < before
                                            for a in js.attempts.values())
                     and not any((j, a) in self._pending for a in js.attempts)]:
             js = self.jobs.pop(job)
+            gone.add(job)
             for a in js.attempts:
                 self._inc_ctx.pop(incident_id(job, a), None)
         self._alert_last = {k: t for k, t in self._alert_last.items() if t >= before}
         self._sig_last = {k: v for k, v in self._sig_last.items() if v[0] >= before}
-        for lst in self._failures.values():
-            while lst and lst[0][0] < before - self.cfg.correlate.change_window_ms:
-                del lst[0]
+        self.world.evict(before - self.cfg.correlate.change_window_ms)
+        if gone and self._listener is not None:
+            self._listener.on_evicted(gone)
         if len(self._incidents) > self.cfg.max_jobs:
             for iid, _ in sorted(self._incidents.items(), key=lambda kv: kv[1].failure_ts)[: len(self._incidents) - self.cfg.max_jobs]:
                 del self._incidents[iid]
@@ -393,6 +698,8 @@ class Engine:
         if inv_kind:
             self.view.update(ev)
         if job_kind:
+            if self._listener is not None and ev.job:
+                self._listener.on_touched(ev.job)
             js = self.jobs.get(ev.job)
             if js is None:
                 js = self.jobs[ev.job] = JobState(job=ev.job)
@@ -421,6 +728,7 @@ class Engine:
         if not s.subject.startswith("job:") and s.kind != "container_oom":
             if self._repeat(s):
                 return
+            s = cap_signal(s)
             self.index.add(s)
         if s.kind in _ALERT_KINDS and s.severity != "info":
             self._alert(s)
@@ -455,8 +763,8 @@ class Engine:
         job = s.job
         if job is None and s.node:
             job = self._job_on(s.node, s.ts)
-        a = Alert(id=s.id, ts=s.ts, severity=s.severity, detector=s.kind, summary=s.summary, node=s.node,
-                  job=job, evidence=list(s.evidence), subject=s.subject)
+        a = cap_alert(Alert(id=s.id, ts=s.ts, severity=s.severity, detector=s.kind, summary=s.summary,
+                            node=s.node, job=job, evidence=list(s.evidence), subject=s.subject))
         self._alerts.append(a)
         if len(self._alerts) > 100_000:
             del self._alerts[:10_000]
@@ -464,11 +772,7 @@ class Engine:
         self._out.append(a)
 
     def _job_on(self, node: str, ts: int) -> str | None:
-        for js in self.jobs.values():
-            for a in js.attempts.values():
-                if node in a.nodes and a.started() <= ts and (a.end_ts is None or ts <= a.end_ts):
-                    return js.job
-        return None
+        return self.world.job_on(node, ts)
 
     # ------------------------------------------------------------------ jobs
     def _on_sched(self, js: JobState, ev: Envelope) -> None:
@@ -505,6 +809,8 @@ class Engine:
                     self._reevaluate(pid)
 
     def _schedule(self, p: _Pending) -> None:
+        if self._listener is not None:
+            self._listener.on_touched(p.job)
         self._pending[(p.job, p.attempt)] = p
         heapq.heappush(self._heap_due, (p.cutoff, p.job, p.attempt))
 
@@ -568,9 +874,11 @@ class Engine:
         if rec is None:
             return None
         ccfg = self.cfg.correlate
+        world = self.world
+        view = world.view()
         start = rec.started()
         t0 = start - ccfg.lookback_ms
-        res = self.view.resources(rec.nodes)
+        res = view.resources(rec.nodes)
         rs = self.index.query(res.keys, t0, p.cutoff)
         if res.congestion_keys:
             rs += self.index.query(res.congestion_keys, t0, p.cutoff, kinds=CONGESTION)
@@ -578,9 +886,9 @@ class Engine:
         covered: set[str] = set()
         owners = set(res.nodes) | {pt.split("/", 1)[0] for pt in res.ports}
         for owner in owners:
-            ns = self.nodes.get(owner)
-            if ns is not None:
-                for layer, (lo, hi) in ns.cover.items():
+            cover = world.coverage(owner)
+            if cover:
+                for layer, (lo, hi) in cover.items():
                     if lo <= p.cutoff and hi >= t0:
                         covered.add(layer)
         # retry: the next attempt, once known
@@ -590,7 +898,7 @@ class Engine:
             retry = Retry(attempt=nxt.attempt, state=nxt.state, ts=nxt.started(), nodes=list(nxt.nodes),
                           same_nodes=sorted(nxt.nodes) == sorted(rec.nodes))
         state = rec.state if rec.state not in ("pending", "requeued") else ("running" if p.stalled else rec.state)
-        failures = self._failures
+        failures = world.failures()
 
         def change_failures(key: str, before: int) -> int:
             """Distinct other jobs that failed on ``key`` before ``before``."""
@@ -598,7 +906,7 @@ class Engine:
 
         iid = incident_id(p.job, p.attempt)
         prev = self._incidents.get(iid)
-        inc = correlate(rec, job_sigs, rs, self.view, covered, ccfg, cutoff=p.cutoff, failure_ts=p.failure_ts,
+        inc = correlate(rec, job_sigs, rs, view, covered, ccfg, cutoff=p.cutoff, failure_ts=p.failure_ts,
                         state=state, stalled=p.stalled, retry=retry, change_failures=change_failures,
                         revision=prev.revision if prev else 1,
                         prev_image=js.attempts[p.attempt - 1].image if (p.attempt - 1) in js.attempts else None)
@@ -607,24 +915,23 @@ class Engine:
     def _evaluate(self, p: _Pending) -> None:
         iid = incident_id(p.job, p.attempt)
         self._inc_ctx[iid] = p
+        if self._listener is not None:
+            self._listener.on_evaluated(iid)
+            self._listener.on_touched(p.job)
         inc = self._context(p)
         if inc is None:
             return
         self._emit(inc)
         # remember failures per version for change-regression reasoning
         rec = self.jobs[p.job].attempts[p.attempt]
+        view = self.world.view()
         keys = set()
         for n in rec.nodes:
-            for comp, v in self.view.versions_at(n, rec.started()).items():
+            for comp, v in view.versions_at(n, rec.started()).items():
                 keys.add(f"version:{comp}={v}")
         if rec.image:
             keys.add(f"version:image={rec.image}")
-        for k in keys:
-            lst = self._failures.setdefault(k, [])
-            if (p.failure_ts, p.job) not in lst:
-                lst.append((p.failure_ts, p.job))
-                if len(lst) > 1000:
-                    del lst[0]
+        self.world.record_failure(iid, p.failure_ts, p.job, sorted(keys))
 
     def _withdraw(self, key: tuple[str, int], iid: str) -> None:
         """A stall that resolved itself (the attempt progressed again and completed):
@@ -672,12 +979,19 @@ class Engine:
         return out
 
     def _emit(self, inc: Incident) -> None:
+        if self._listener is not None:
+            self._listener.on_touched(inc.job)
         prev = self._incidents.get(inc.id)
         if prev is not None:
             same = msgspec.structs.replace(inc, revision=prev.revision)
             if same == prev:
                 return
             inc = msgspec.structs.replace(inc, revision=prev.revision + 1)
+        else:
+            gone = self._recovered.pop(inc.id, None)
+            if gone is not None and inc.revision <= gone.revision:
+                # raised again after a withdrawal: numbering goes on (the store keeps the highest)
+                inc = msgspec.structs.replace(inc, revision=gone.revision + 1)
         self._incidents[inc.id] = inc
         self.stats.incidents_emitted += 1
         self._out.append(inc)

@@ -8,11 +8,16 @@
   ``outbox`` (-> internal signals topic -> ``Shared`` GlobalTable) and alerts to outputs.
 - ``JobSide``: job keys (fl.sched / fl.runtime). The same event-time reorder buffer,
   pending evaluations at their cutoff, stall timers, retries and re-evaluations as
-  ``Engine`` (it *is* an ``Engine`` subclass), but its watermark is the **global**
-  event-time watermark of all input partitions (min over workers of each worker's min over
-  its non-idle partitions, ``Watermarks``) instead of its own max timestamp, and the
-  cross-key state correlation reads (view, signal index, coverage, failures per version,
-  allocation) comes from ``Shared``.
+  ``Engine``, but its watermark is the **global** event-time watermark of all input
+  partitions (min over workers of each worker's min over its non-idle partitions,
+  ``Watermarks``) instead of its own clock, and the cross-key state correlation reads
+  (view, signal index, coverage, failures per version, allocation) comes from ``Shared``.
+
+Both sides *compose* an ``Engine`` (``core``) with the collaborators it takes as explicit
+interfaces (``engine.SignalStore``, ``engine.World``, ``engine.Listener``): ``_IndexProxy``
+(signals out through the outbox, read back from the GlobalTable), ``SharedWorld`` and, for
+the job side, itself as the listener (dirty keys, evaluation times, evicted jobs). They use
+the core's public methods only (docs/streams-faust-needs.md).
 - ``Shared``: read/write access to the ``views`` GlobalTable (every worker has all of it),
   with a local overlay of this worker's own writes (the changelog echo may lag).
 
@@ -23,20 +28,18 @@ a worker restarted after a crash skips what it had already applied.
 
 from __future__ import annotations
 
-import heapq
 import time
-from operator import itemgetter
 from typing import Any, Callable, Iterable, Union
 
 import msgspec
 from msgspec import Struct
 
-from ..schemas.events import KIND_MODELS, Envelope, Event
+from ..schemas.events import Envelope, Event
 from ..schemas.outputs import Incident
 from .correlate import incident_id
 from .detectors.job import KEEP_FIRST, JobState
 from .detectors.node import NodeState
-from .engine import _INV_KINDS, _JOB_KINDS, _LOG, _NODE_KINDS, Engine, EngineConfig, _Pending
+from .engine import _INV_KINDS, _JOB_KINDS, _NODE_KINDS, Engine, EngineConfig, JobParts, _Pending
 from .join import CONGESTION, Change, Link, Mount, View, index_keys
 from .signals import Signal
 
@@ -245,30 +248,34 @@ class Shared:
         return new
 
 
-class _Cover(Struct):
-    cover: dict[str, list[int]] = {}
-
-
-class _NodesProxy:
-    """``Engine.nodes`` as the job side reads it (``.get(owner).cover`` for ruled_out),
-    from the coverage the node side publishes to ``Shared``."""
+class SharedWorld:
+    """``engine.World`` backed by ``Shared``: the view, coverage, failures and allocation
+    every worker publishes (the GlobalTable), read by correlation on any worker."""
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
 
-    def get(self, owner: str, default: Any = None) -> Any:
-        v = self.shared.coverage(owner)
-        return _Cover(v) if v is not None else default
+    def view(self) -> View:
+        return self.shared.view()
 
-    def __len__(self) -> int:      # Engine._evict bounds its own node map: nothing here
-        return 0
+    def coverage(self, owner: str) -> dict[str, list[int]] | None:
+        return self.shared.coverage(owner)
 
-    def items(self) -> list:
-        return []
+    def failures(self) -> dict[str, list[tuple[int, str]]]:
+        return self.shared.failures()
+
+    def record_failure(self, iid: str, failure_ts: int, job: str, keys: list[str]) -> None:
+        self.shared.put(f"fail:{iid}".encode(), _mp_enc.encode(FailEntry(failure_ts, keys, job)))
+
+    def job_on(self, node: str, ts: int) -> str | None:
+        return self.shared.job_on(node, ts)
+
+    def evict(self, before_ts: int) -> None:
+        """Failures age out of the GlobalTable with their jobs' rows (nothing here)."""
 
 
 class _IndexProxy:
-    """``Engine.index`` backed by ``Shared``: ``query`` reads the GlobalTable plus the
+    """``engine.SignalStore`` backed by ``Shared``: ``query`` reads the GlobalTable plus the
     signals pushed to this worker's jobs; ``add`` puts the signal in the outbox."""
 
     def __init__(self, shared: Shared, outbox: list[Signal]) -> None:
@@ -322,6 +329,41 @@ class Fence(Struct):
         return True
 
 
+class _Side:
+    """What both sides share: an ``Engine`` composed with the Shared-backed collaborators,
+    an outbox of signals, offset fences per key, the keys touched since the last write."""
+
+    def __init__(self, shared: Shared, config: EngineConfig | None, listener: Any = None) -> None:
+        self.shared = shared
+        self.outbox: list[Signal] = []
+        self.index = _IndexProxy(shared, self.outbox)
+        self.core = Engine(config, index=self.index, world=SharedWorld(shared), listener=listener)
+        self.cfg = self.core.cfg
+        self.fences: dict[str, Fence] = {}
+        self.dirty: set[str] = set()
+
+    @property
+    def stats(self) -> Any:
+        return self.core.stats
+
+    def accept(self, key: str, topic: str, partition: int, offset: int) -> bool:
+        """False when ``key`` has applied this offset of the partition already (a replay)."""
+        f = self.fences.get(key)
+        if f is None:
+            f = self.fences[key] = Fence()
+        return f.accept(topic, partition, offset)
+
+    def take(self) -> tuple[list[Signal], list[Any]]:
+        """Signals for the signals topic, and alerts + incident revisions for the outputs."""
+        sigs = list(self.outbox)
+        self.outbox.clear()
+        return sigs, self.core.drain()
+
+    def take_failures(self) -> list[tuple[Envelope | None, str]]:
+        """Events (None: an evaluation) that raised inside the core, with the reason."""
+        return self.core.take_failures()
+
+
 # ---------------------------------------------------------------------------- node side
 class NodeDump(Struct, kw_only=True):
     state: NodeState
@@ -331,67 +373,61 @@ class NodeDump(Struct, kw_only=True):
 _node_dump_dec = msgspec.msgpack.Decoder(NodeDump)
 
 
-class NodeSide(Engine):
+class NodeSide(_Side):
     """Node-topic detectors; events applied on arrival (see module doc)."""
 
     def __init__(self, shared: Shared, config: EngineConfig | None = None, *,
                  cov_step_ms: int = 1_000) -> None:
-        super().__init__(config)
-        self.shared = shared
-        self.outbox: list[Signal] = []
-        self.index = _IndexProxy(shared, self.outbox)  # type: ignore[assignment]
-        self.fences: dict[str, Fence] = {}
+        super().__init__(shared, config)
         self.cov_written: dict[str, dict[str, list[int]]] = {}
         self.cov_step_ms = cov_step_ms
         self.view_dirty: set[str] = set()
-        self.dirty: set[str] = set()
+
+    @property
+    def nodes(self) -> dict[str, NodeState]:
+        return self.core.nodes
+
+    @property
+    def view(self) -> View:
+        """This worker's inventory view (topology, versions, changes of its nodes)."""
+        return self.core.view
 
     # ---------------------------------------------------------- persistence
     def load(self, key: str, blob: bytes | None) -> None:
-        if key in self.nodes or not blob:
+        if key in self.core.nodes or not blob:
             return
         d = _node_dump_dec.decode(blob)
-        self.nodes[key] = d.state
+        self.core.nodes[key] = d.state
         self.fences[key] = d.fence
         # this node's view entries, so versions/changes keep accumulating after a restart
         raw = self.shared.get(f"view:{key}".encode())
         if raw:
-            merge_slice(self.view, raw)
-            self.view.changes.sort(key=lambda c: (c.ts, c.id))
+            view = self.core.view
+            merge_slice(view, raw)
+            view.changes.sort(key=lambda c: (c.ts, c.id))
 
     def dump(self, key: str) -> bytes:
-        return _mp_enc.encode(NodeDump(state=self.nodes.get(key) or NodeState(),
+        """The node's changelog record (detector state and fence: small, a few KB)."""
+        return _mp_enc.encode(NodeDump(state=self.core.nodes.get(key) or NodeState(),
                                        fence=self.fences.get(key) or Fence()))
-
-    def accept(self, key: str, topic: str, partition: int, offset: int) -> bool:
-        f = self.fences.get(key)
-        if f is None:
-            f = self.fences[key] = Fence()
-        return f.accept(topic, partition, offset)
 
     # ---------------------------------------------------------- processing
     def feed(self, key: str, ev: Envelope) -> None:
         """Apply one node-keyed event now (dedup is the caller's, with the fence)."""
-        self.stats.events += 1
-        if ev.ts > self._max_ts:
-            self._max_ts = ev.ts
-        self._apply(ev)
+        self.core.apply_now(ev)
         if ev.kind in _INV_KINDS and ev.node:
             self.view_dirty.add(ev.node)
         self.dirty.add(key)
-
-    def _job_on(self, node: str, ts: int) -> str | None:
-        return self.shared.job_on(node, ts)
 
     def flush_shared(self) -> None:
         """Write topology/versions/changes of touched nodes and coverage spans that moved
         (by at least ``cov_step_ms``, or a new layer) to the shared view."""
         for n in self.view_dirty:
-            self.shared.put(f"view:{n}".encode(), view_slice(self.view, n))
+            self.shared.put(f"view:{n}".encode(), view_slice(self.core.view, n))
         self.view_dirty.clear()
         step = self.cov_step_ms
         for key in self.dirty:
-            st = self.nodes.get(key)
+            st = self.core.nodes.get(key)
             cur = st.cover if st is not None else None
             if not cur:
                 continue
@@ -403,11 +439,6 @@ class NodeSide(Engine):
             self.cov_written[key] = snap
             self.shared.put(b"cov:" + key.encode(), _mp_enc.encode(snap))
 
-    def take(self) -> tuple[list[Signal], list[Any]]:
-        sigs = list(self.outbox)
-        self.outbox.clear()
-        return sigs, self._drain()
-
 
 # ---------------------------------------------------------------------------- job side
 class JobDump(Struct, kw_only=True):
@@ -418,74 +449,54 @@ class JobDump(Struct, kw_only=True):
     ctx: dict[str, _Pending] = {}
     incidents: dict[str, Incident] = {}
     evaluated: dict[str, float] = {}           # incident id -> wall time of last evaluation
+    recovered: dict[str, int] = {}             # withdrawn incident id -> its last revision
 
 
 _job_dump_dec = msgspec.msgpack.Decoder(JobDump)
 _ev_dec = msgspec.json.Decoder(Event)
-_SCHED = KIND_MODELS["sched.job"]
-#: job records (runtime.*) one job may hold in the reorder buffer, by count and by size
-MAX_BUFFERED = 256
-MAX_BUFFERED_BYTES = 64 * 1024
 
 
-def _est_bytes(ev: Envelope) -> int:
-    """About the JSON size of a buffered job event (a log line is its message and ~300 bytes)."""
-    msg = getattr(ev.data, "message", None)
-    return 300 + (len(msg) if isinstance(msg, str) else 0)
-
-
-class JobSide(Engine):
-    """Job-keyed events: the ``Engine`` job machinery on a global watermark (module doc)."""
+class JobSide(_Side):
+    """Job-keyed events: the ``Engine`` job machinery on a global watermark (module doc).
+    The core tells it (``Listener``) which jobs changed, which incidents were evaluated and
+    which jobs retention dropped."""
 
     def __init__(self, shared: Shared, config: EngineConfig | None = None, *,
                  recheck_s: float = 60.0) -> None:
-        super().__init__(config)
-        self.shared = shared
-        self.outbox: list[Signal] = []
-        self.index = _IndexProxy(shared, self.outbox)  # type: ignore[assignment]
-        self.nodes = _NodesProxy(shared)  # type: ignore[assignment]
-        self.fences: dict[str, Fence] = {}
-        self.dirty: set[str] = set()
+        super().__init__(shared, config, listener=self)
         self.evaluated: dict[str, float] = {}          # iid -> wall time evaluated
         self.recheck_s = recheck_s
         self._alloc_written: dict[str, bytes] = {}
-        self.evicted: set[str] = set()       # jobs Engine._evict dropped: delete their table rows
-        self._held: dict[str, list[int]] = {}   # job -> [records, bytes] buffered (upper bound), at `released`
-        self.oversize = 0                       # dumps that had to shed to fit MAX_DUMP_BYTES
+        self.evicted: set[str] = set()       # jobs retention dropped: delete their table rows
+        self.oversize = 0                    # dumps that had to shed to fit MAX_DUMP_BYTES
 
-    def _evict(self, before: int) -> None:
-        had = set(self.jobs)
-        super()._evict(before)
-        gone = had - set(self.jobs)
-        for job in gone:
+    @property
+    def jobs(self) -> dict[str, JobState]:
+        return self.core.jobs
+
+    # ---------------------------------------------------------- Listener (the core calls)
+    def on_touched(self, job: str) -> None:
+        self.dirty.add(job)
+
+    def on_evaluated(self, iid: str) -> None:
+        self.evaluated[iid] = time.time()
+
+    def on_evicted(self, jobs: set[str]) -> None:
+        for job in jobs:
             self.fences.pop(job, None)
             self._alloc_written.pop(job, None)
             self.shared.delete(f"alloc:{job}".encode())
-        self.evicted |= gone
+        self.evicted |= jobs
 
     # ---------------------------------------------------------- persistence
     def load(self, job: str, blob: bytes | None) -> None:
-        if job in self.jobs or not blob:
+        if job in self.core.jobs or not blob:
             return
         d = _job_dump_dec.decode(blob)
-        self.jobs[job] = d.state
         self.fences[job] = d.fence
-        for raw in d.buffered:
-            ev = _ev_dec.decode(raw)
-            self._seen.add(ev.id)
-            self._buf.append((ev.ts, ev.id, ev))
-        for p in d.pending:
-            self._schedule(p)
-        dcfg = self.cfg.detectors
-        for rec in d.state.attempts.values():   # re-arm stall deadlines
-            if rec.state == "running" and rec.prog_n > 0 and not rec.stalled_at:
-                k = (job, rec.attempt)
-                if k not in self._stall_armed:
-                    self._stall_armed.add(k)
-                    heapq.heappush(self._stall_heap, (rec.prog_last_ts + rec.stall_threshold_ms(dcfg),
-                                                      job, rec.attempt))
-        self._inc_ctx.update(d.ctx)
-        self._incidents.update(d.incidents)
+        self.core.import_job(job, JobParts(state=d.state, buffered=[_ev_dec.decode(r) for r in d.buffered],
+                                           pending=d.pending, ctx=d.ctx, incidents=d.incidents,
+                                           recovered=d.recovered))
         self.evaluated.update(d.evaluated)
 
     def dump(self, job: str) -> bytes:
@@ -496,11 +507,9 @@ class JobSide(Engine):
         if len(blob) <= MAX_DUMP_BYTES:
             return blob
         self.oversize += 1
-        if any(h[2].job == job for h in self._buf):
-            self._spill(job, half=False)
-            self._held.pop(job, None)
+        if self.core.spill(job):
             blob = self._dump(job)
-        js = self.jobs.get(job)
+        js = self.core.jobs.get(job)
         while len(blob) > MAX_DUMP_BYTES and js is not None and len(js.signals) > KEEP_FIRST:
             keep = js.signals[:KEEP_FIRST]
             rest = js.signals[KEEP_FIRST:]
@@ -516,195 +525,68 @@ class JobSide(Engine):
         return blob
 
     def _dump(self, job: str) -> bytes:
-        buffered = [_json.encode(ev) for _, _, ev in self._buf if ev.job == job]
-        pending = [p for (j, _), p in self._pending.items() if j == job]
-        ctx = {i: p for i, p in self._inc_ctx.items() if p.job == job}
-        incs = {i: self._incidents[i] for i in ctx if i in self._incidents}
-        ev_at = {i: self.evaluated[i] for i in ctx if i in self.evaluated}
-        return _mp_enc.encode(JobDump(state=self.jobs.get(job) or JobState(job=job),
-                                      fence=self.fences.get(job) or Fence(), buffered=buffered,
-                                      pending=pending, ctx=ctx, incidents=incs, evaluated=ev_at))
+        parts = self.core.export_job(job)
+        ev_at = {i: self.evaluated[i] for i in parts.ctx if i in self.evaluated}
+        return _mp_enc.encode(JobDump(state=parts.state, fence=self.fences.get(job) or Fence(),
+                                      buffered=[_json.encode(ev) for ev in parts.buffered],
+                                      pending=parts.pending, ctx=parts.ctx, incidents=parts.incidents,
+                                      evaluated=ev_at, recovered=parts.recovered))
 
     def drop(self, job: str) -> None:
-        self.jobs.pop(job, None)
+        for iid in [i for i, p in self.core.evaluations.items() if p.job == job]:
+            self.evaluated.pop(iid, None)
+        self.core.drop_job(job)
         self.fences.pop(job, None)
-        for k in [k for k in self._pending if k[0] == job]:
-            del self._pending[k]
-        for i in [i for i, p in self._inc_ctx.items() if p.job == job]:
-            del self._inc_ctx[i]
-            self._incidents.pop(i, None)
-            self.evaluated.pop(i, None)
-        self._buf = [h for h in self._buf if h[2].job != job]
-        self._held.pop(job, None)
-        if self._log_sigs:
-            ids = {h[1] for h in self._buf}
-            self._log_sigs = {i: g for i, g in self._log_sigs.items() if i in ids}
-
-    def accept(self, job: str, topic: str, partition: int, offset: int) -> bool:
-        f = self.fences.get(job)
-        if f is None:
-            f = self.fences[job] = Fence()
-        return f.accept(topic, partition, offset)
 
     # ---------------------------------------------------------- processing
     def ingest(self, events: Iterable[Envelope], watermark: int) -> None:
         """Buffer events (dedup by id), then release up to ``watermark - lateness``."""
-        for ev in events:
-            eid = ev.id
-            if not self._seen.add(eid):
-                self.stats.duplicates += 1
-                continue
-            self.stats.events += 1
-            self.dirty.add(ev.job or "")
-            if ev.ts < self._wm:
-                self.stats.late += 1
-                self._apply_guarded(ev)
-                self._late(ev)
-            elif (type(ev) is not _LOG or self._admit_log(ev)) and self._admit(ev):
-                self._buf.append((ev.ts, eid, ev))
-        self.advance_to(watermark)
-        if not self._buf:
-            self._held.clear()
-
-    def _admit(self, ev: Envelope) -> bool:
-        """Make room for ``ev`` in the reorder buffer (True: buffer it). A job holds at most
-        ``MAX_BUFFERED`` runtime records and ``MAX_BUFFERED_BYTES`` there (a burst while the
-        watermark lags): beyond, the older half of its records is applied now, in event-time
-        order but before the watermark passes them (``Stats.direct``; a job printing that
-        much is not stalled, and correlation reads signals by their ts, so its incident does
-        not depend on it). ``sched.job`` records always wait (few; their order matters)."""
-        if type(ev) is _SCHED:
-            return True
-        job = ev.job or ""
-        size = _est_bytes(ev)
-        used = self._held.get(job)
-        if used is None:
-            used = self._held[job] = [0, 0, self.released]
-        if used[0] >= MAX_BUFFERED or used[1] + size > MAX_BUFFERED_BYTES:
-            if used[2] != self.released:        # events released since: recount
-                used[0], used[1] = self._held_by(job)
-                used[2] = self.released
-            if used[0] >= MAX_BUFFERED or used[1] + size > MAX_BUFFERED_BYTES:
-                self._spill(job, half=True)
-                used[0], used[1] = self._held_by(job)
-        used[0] += 1
-        used[1] += size
-        return True
-
-    def _spill(self, job: str, half: bool) -> None:
-        """Apply ``job``'s buffered runtime records now (the older half, or all), in order."""
-        mine = sorted((h for h in self._buf if h[2].job == job and (not half or type(h[2]) is not _SCHED)),
-                      key=itemgetter(0, 1))
-        if half:
-            mine = mine[: max(1, len(mine) // 2)]
-        if not mine:
-            return
-        gone = {h[1] for h in mine}
-        self._buf = [h for h in self._buf if h[1] not in gone]
-        self.stats.direct += len(mine)
-        for _, _, ev in mine:
-            self._apply_guarded(ev)
-
-    def _held_by(self, job: str) -> tuple[int, int]:
-        n = b = 0
-        for _, _, e in self._buf:
-            if e.job == job and type(e) is not _SCHED:
-                n += 1
-                b += _est_bytes(e)
-        return n, b
+        self.core.ingest(events, watermark)
 
     def advance_to(self, watermark: int) -> None:
-        if watermark > self._max_ts:
-            self._max_ts = watermark
-        self._release(self._max_ts - self.cfg.lateness_ms)
+        self.core.ingest((), watermark)
 
     def close_windows(self) -> None:
-        """Every input is idle: like ``Engine.finish`` release what is buffered and run the
-        pending evaluations now (an evaluation only uses events up to its cutoff; one that
-        arrives later re-evaluates the incident)."""
-        self._release(self._max_ts)
-        if self._heap_due:
-            self._fire_due(1 << 62)
-            self._fire_due(1 << 62)
+        """Every input is idle: release what is buffered and run the pending evaluations."""
+        self.core.close_windows()
 
     def remember_signal(self, sig: Signal) -> bool:
         """Keep ``sig`` (pushed to this worker, or its own node side's) in the local index
         until the GlobalTable has it; False when it was known already."""
-        return self.index.remember(sig)  # type: ignore[attr-defined]
+        return self.index.remember(sig)
 
     def has_incidents(self) -> bool:
         """Whether any incident has been evaluated here (re-evaluations have work to do)."""
-        return bool(self._inc_ctx)
+        return bool(self.core.evaluations)
 
     def counts(self) -> dict[str, int]:
         """Sizes for the worker's stats log."""
-        return {"jobs": len(self.jobs), "buffered": len(self._buf), "pending": len(self._pending),
-                "evaluated": len(self._inc_ctx), "released": self._wm}
+        return self.core.counts()
 
     def signal_for(self, job: str, sig: Signal) -> None:
         """A signal on ``job``'s resources, pushed by the signals agent: remember it (the
         GlobalTable copy may not have reached this worker yet) and re-evaluate the job's
         incidents whose window it falls in."""
-        if not self.index.remember(sig):  # type: ignore[attr-defined]
-            return
-        for iid, p in list(self._inc_ctx.items()):
-            if p.job == job and sig.ts <= p.cutoff:
-                self._reevaluate(iid)
+        if self.index.remember(sig):
+            self.core.reevaluate_for(job, sig.ts)
 
     def reevaluate_for(self, job: str, sig: Signal) -> None:
         """Re-run ``job``'s incidents whose window ``sig`` falls in (the signal is already
         in the index)."""
-        for iid, p in list(self._inc_ctx.items()):
-            if p.job == job and sig.ts <= p.cutoff:
-                self._reevaluate(iid)
+        self.core.reevaluate_for(job, sig.ts)
 
     def recheck(self) -> None:
         """Re-run recently evaluated incidents: cross-partition evidence (signals, views,
         failures of other jobs) may have landed after the first evaluation."""
         now = time.time()
         for iid, at in list(self.evaluated.items()):
-            if now - at > self.recheck_s:
-                continue
-            if iid in self._inc_ctx:
-                self._reevaluate(iid)
-
-    def _apply(self, ev: Envelope) -> None:
-        if ev.job:
-            self.dirty.add(ev.job)
-        super()._apply(ev)
-
-    def _schedule(self, p: _Pending) -> None:
-        self.dirty.add(p.job)
-        super()._schedule(p)
-
-    def _context(self, p: _Pending) -> Incident | None:
-        self.view = self.shared.view()
-        self._failures = self.shared.failures()
-        return super()._context(p)
-
-    def _evaluate(self, p: _Pending) -> None:
-        iid = incident_id(p.job, p.attempt)
-        self.evaluated[iid] = time.time()
-        self.dirty.add(p.job)
-        super()._evaluate(p)
-        if iid not in self._incidents:
-            return
-        # the version keys the Engine just filed this failure under (its own rule), shared
-        mark = (p.failure_ts, p.job)
-        keys = sorted(k for k, lst in self._failures.items() if mark in lst)
-        self.shared.put(f"fail:{iid}".encode(), _mp_enc.encode(FailEntry(p.failure_ts, keys, p.job)))
-
-    def _emit(self, inc: Incident) -> None:
-        self.dirty.add(inc.job)
-        super()._emit(inc)
-
-    def _job_on(self, node: str, ts: int) -> str | None:
-        return self.shared.job_on(node, ts)
+            if now - at <= self.recheck_s:
+                self.core.reevaluate(iid)
 
     def flush_shared(self) -> None:
         """Allocation of touched jobs -> ``alloc:<job>`` (for the fan-out and alerts)."""
         for job in self.dirty:
-            js = self.jobs.get(job)
+            js = self.core.jobs.get(job)
             if js is None or not js.attempts:
                 continue
             val = _mp_enc.encode([AllocEntry(a.attempt, list(a.nodes), a.started(), a.end_ts)
@@ -713,10 +595,22 @@ class JobSide(Engine):
                 self._alloc_written[job] = val
                 self.shared.put(f"alloc:{job}".encode(), val)
 
-    def take(self) -> tuple[list[Signal], list[Any]]:
-        sigs = list(self.outbox)
-        self.outbox.clear()
-        return sigs, self._drain()
+    # ---------------------------------------------------------- old names (agents.py until it switches)
+    @property
+    def _inc_ctx(self) -> Any:
+        return self.core.evaluations
+
+    @property
+    def _buf(self) -> range:        # only its len() is read
+        return range(self.core.counts()["buffered"])
+
+    @property
+    def _pending(self) -> range:    # only its len() is read
+        return range(self.core.counts()["pending"])
+
+    @property
+    def _wm(self) -> int:
+        return self.core.watermark
 
 
 def jobs_touched_by(shared: Shared, key: str, sig: Signal, lookback_ms: int, settle_ms: int) -> list[str]:

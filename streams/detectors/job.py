@@ -13,6 +13,7 @@ from typing import Union
 import msgspec
 from msgspec import Struct
 
+from ...schemas.bounds import cap_signal
 from ..signals import Signal, make
 from ..signatures import classify, from_name
 from .config import DetectorConfig
@@ -184,6 +185,7 @@ def _push(js: JobState, sig: Signal, out: list[Signal]) -> None:
         js.seen[key] = n + 1
         if not n:
             js.seen[fam] = js.seen.get(fam, 0) + 1
+    sig = cap_signal(sig)
     out.append(sig)
     sl = js.signals
     sl.append(sig)

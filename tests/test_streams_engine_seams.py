@@ -1,0 +1,117 @@
+"""The Engine reused by composition (issue 14 point 8): it gets its collaborators (signal
+store, world, listener) as explicit interfaces; the worker's sides compose it instead of
+subclassing it, and a failure inside the core costs one event or one evaluation only."""
+
+from __future__ import annotations
+
+from faultline.schemas import decode, encode
+from faultline.streams.engine import Engine, EngineConfig, Listener, LocalWorld, SignalStore, World
+from faultline.streams.faust_engine import JobSide, NodeSide, Shared
+from faultline.streams.join import SignalIndex
+
+from test_streams_hardcases import gpu_fault_on_n2
+
+
+def _decoded(sim):
+    return [decode(encode(e)) for e in sim.events]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.touched: set[str] = set()
+        self.evaluated: list[str] = []
+        self.evicted: set[str] = set()
+
+    def on_touched(self, job: str) -> None:
+        self.touched.add(job)
+
+    def on_evaluated(self, iid: str) -> None:
+        self.evaluated.append(iid)
+
+    def on_evicted(self, jobs: set[str]) -> None:
+        self.evicted |= jobs
+
+
+class CountingIndex(SignalIndex):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries = 0
+
+    def query(self, *a, **kw):
+        self.queries += 1
+        return super().query(*a, **kw)
+
+
+def test_engine_uses_the_collaborators_it_is_given():
+    idx, rec = CountingIndex(), Recorder()
+    eng = Engine(EngineConfig(), index=idx, listener=rec)
+    assert isinstance(idx, SignalStore) and isinstance(rec, Listener)
+    eng.process(gpu_fault_on_n2().events)
+    eng.finish()
+    [inc] = eng.incidents()
+    assert inc.root_cause.component == "gpu:n2/1"
+    assert len(idx) > 0 and idx.queries > 0          # signals filed and read through it
+    assert rec.touched == {"100"} and set(rec.evaluated) == {inc.id}   # the stall, then the crash
+    # the same answer as the default composition
+    plain = Engine(EngineConfig())
+    plain.process(gpu_fault_on_n2().events)
+    plain.finish()
+    assert plain.incidents() == eng.incidents()
+
+
+def test_worker_sides_compose_the_engine():
+    shared = Shared({}, lambda k, v: None)
+    for side in (NodeSide(shared), JobSide(shared)):
+        assert not isinstance(side, Engine)
+        assert isinstance(side.core, Engine)
+    assert isinstance(LocalWorld(Engine()), World)
+    assert isinstance(js := JobSide(shared), Listener) and isinstance(js.core.world, World)
+
+
+def test_fresh_job_side_releases_nothing_at_minus_infinity():
+    js = JobSide(Shared({}, lambda k, v: None))
+    evs = [e for e in _decoded(gpu_fault_on_n2()) if e.job]
+    js.ingest(evs, -(1 << 62))
+    assert js.counts()["buffered"] == len(evs) - js.stats.logs_unmatched - js.stats.direct
+    assert js.counts()["released"] == -(1 << 62) and js.counts()["pending"] == 0
+    assert not js.has_incidents() and js.take() == ([], [])
+    js.ingest([], evs[-1].ts + 3_600_000)
+    assert js.counts()["buffered"] == 0
+
+
+class FlakyWorld(LocalWorld):
+    """Raises on the first correlation read, and on allocation look-ups of node n3."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.views = 0
+
+    def view(self):
+        self.views += 1
+        if self.views == 1 and self.engine.evaluations:
+            raise RuntimeError("view unavailable")
+        return super().view()
+
+    def job_on(self, node, ts):
+        if node == "n3":
+            raise RuntimeError("allocation of n3 unreadable")
+        return super().job_on(node, ts)
+
+
+def test_a_failing_event_or_evaluation_is_skipped_and_reported():
+    sim = gpu_fault_on_n2()
+    sim.ev("gpu.xid", 6 * 60_000, {"gpu": 0, "pci": None, "xid": 48, "message": "NVRM: Xid 48, DBE"}, node="n3")
+    eng = Engine(EngineConfig())
+    eng.world = FlakyWorld(eng)
+    eng.process(sim.events)
+    eng.finish()
+    fails = eng.take_failures()
+    reasons = [r for _, r in fails]
+    assert any(ev is not None and ev.node == "n3" and "allocation of n3" in r for ev, r in fails), reasons
+    assert any(ev is None and "evaluating job 100 attempt 0" in r and "view unavailable" in r for ev, r in fails)
+    assert eng.stats.failed == len(fails) and eng.take_failures() == []
+    # the rest went on: the XID on the job's GPU alerted, and the job's next evaluation
+    # (its crash, after the failed stall evaluation) gives the right incident
+    assert any(a.subject == "gpu:n2/1" and a.detector == "xid" for a in eng.alerts())
+    [inc] = eng.incidents()
+    assert inc.root_cause.component == "gpu:n2/1" and inc.state == "failed"
