@@ -162,8 +162,9 @@ def _incidents_query(incident_id: str | None, limit: int) -> tuple[str, dict[str
     """The page's query: it stops on the store's side too, so an abandoned page read never
     holds the store's owner longer than the page waits for it."""
     stop = f" SETTINGS max_execution_time = {int(PAGE_TIMEOUT_S)}"
-    if incident_id is None:
-        return f"SELECT record FROM incidents FINAL ORDER BY failure_ts DESC LIMIT {int(limit)}" + stop, None
+    if incident_id is None:   # a withdrawn incident (latest revision 'recovered') is not listed
+        return (f"SELECT record FROM incidents FINAL WHERE state != 'recovered' ORDER BY failure_ts DESC "
+                f"LIMIT {int(limit)}" + stop, None)
     return ("SELECT record FROM incidents FINAL WHERE id = {id:String} OR job = {id:String} "
             "ORDER BY attempt DESC LIMIT 1" + stop, {"id": incident_id})
 
@@ -173,7 +174,8 @@ def _records(rows: list[Any]) -> list[dict]:
 
 
 def load_incidents(store: Any, incident_id: str | None = None, limit: int = 200) -> list[dict]:
-    """Latest revisions from the ClickHouse store (``incidents FINAL``; ``record`` is the JSON)."""
+    """Latest revisions from the ClickHouse store (``incidents FINAL``; ``record`` is the JSON);
+    the list leaves out withdrawn incidents, one incident (by id or job) is shown whatever its state."""
     sql, params = _incidents_query(incident_id, limit)
     return _records(store.query(sql, params))
 
