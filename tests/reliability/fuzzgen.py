@@ -132,6 +132,8 @@ _WRONG_DATA = {"gpu.sample": ("gpu", "zero"), "gpu.xid": ("xid", "79"), "hw.sens
 _HUGE_INTS = [b"18446744073709551616", b"1180591620717411303424", b"-9223372036854775809",
               b"99999999999999999999999999999999999999"]
 _NON_FINITE = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"nan", b"inf"]
+_NOT_JSON_NUMBERS = [b"NaN", b"Infinity", b"-Infinity", b"nan", b"inf"]   # invalid JSON anywhere
+_OVERFLOWING = [b"1e400", b"-1e400", b"2.5e308"]                         # JSON, but beyond a double
 # data fields the contract types as int (indexes, ids, cumulative counters, steps) and as float
 _INT_FIELDS = {"gpu.sample": ("gpu", "ecc_sbe", "ecc_dbe", "nvlink_errors", "pcie_replay"), "gpu.xid": ("xid", "pid"),
                "net.port": ("in_errors", "in_octets", "speed_mbps"), "net.rdma": ("port",),
@@ -206,32 +208,23 @@ def _huge_int(ev: dict, rng: random.Random) -> bytes:
     return _with_raw(ev, "ts", lit)
 
 
-def _huge_int_float_field(ev: dict, rng: random.Random) -> bytes:
-    """An integer literal beyond 64 bits in a float field (e.g. hw.sensor value)."""
+def _in_number_field(ev: dict, rng: random.Random, literals: list[bytes]) -> bytes:
+    """One of ``literals`` in a float field of the kind (an int field when it has none; ts
+    when it has neither)."""
     fields = _FLOAT_FIELDS.get(ev["kind"]) or _INT_FIELDS.get(ev["kind"])
     if not fields:
-        return _with_raw(ev, "ts", rng.choice(_HUGE_INTS))
-    return _with_raw(ev, rng.choice(fields), rng.choice(_HUGE_INTS), where="data")
-
-
-def _huge_int_extra_field(ev: dict, rng: random.Random) -> bytes:
-    """An integer beyond 64 bits in an unknown extra field (contract: extra fields are kept;
-    issue 14: out-of-range integers are refused at decode)."""
-    where = rng.choice(("data", "envelope"))
-    return _with_raw(ev, "counter_extra", rng.choice(_HUGE_INTS), where=where)
+        return _with_raw(ev, "ts", rng.choice(literals))
+    return _with_raw(ev, rng.choice(fields), rng.choice(literals), where="data")
 
 
 def _non_finite(ev: dict, rng: random.Random) -> bytes:
     """NaN/Infinity literals (not JSON) or 1e400 (JSON, but not a finite double) in a number field."""
-    fields = _FLOAT_FIELDS.get(ev["kind"]) or _INT_FIELDS.get(ev["kind"])
-    if not fields:
-        return _with_raw(ev, "ts", rng.choice(_NON_FINITE))
-    return _with_raw(ev, rng.choice(fields), rng.choice(_NON_FINITE), where="data")
+    return _in_number_field(ev, rng, _NON_FINITE)
 
 
-def _non_finite_extra_field(ev: dict, rng: random.Random) -> bytes:
-    """The same in an unknown extra field."""
-    return _with_raw(ev, "extra_float", rng.choice(_NON_FINITE), where=rng.choice(("data", "envelope")))
+def _not_json_number_extra_field(ev: dict, rng: random.Random) -> bytes:
+    """NaN/Infinity literals in an unknown extra field: not JSON, so refused wherever they are."""
+    return _with_raw(ev, "extra_float", rng.choice(_NOT_JSON_NUMBERS), where=_extra_spot(ev, rng))
 
 
 def _oversized(ev: dict, rng: random.Random) -> bytes:
@@ -266,9 +259,8 @@ CATEGORIES: dict[str, tuple[float, Callable[[dict, random.Random], bytes | None]
     "random_bytes": (10, _random_bytes), "truncated_json": (10, _truncated), "wrong_type": (8, _wrong_type),
     "wrong_data_type": (8, _wrong_data_type), "missing_field": (8, _missing_field),
     "unknown_kind": (8, _unknown_kind), "non_utf8": (8, _non_utf8), "empty": (6, _empty), "null": (3, _null),
-    "deep_nesting": (2, _deep_nesting), "huge_int": (5, _huge_int), "huge_int_float_field": (2, _huge_int_float_field),
-    "huge_int_extra_field": (2, _huge_int_extra_field), "non_finite": (5, _non_finite),
-    "non_finite_extra_field": (2, _non_finite_extra_field),
+    "deep_nesting": (2, _deep_nesting), "huge_int": (5, _huge_int), "non_finite": (5, _non_finite),
+    "not_json_number_extra_field": (2, _not_json_number_extra_field),
     "oversized": (0.06, _oversized), "future_ts": (4, _future), "duplicated_key": (4, _duplicated_key),
     "wrong_topic": (6, _wrong_topic),
 }
@@ -294,6 +286,57 @@ def invalid(seed: int, n: int, *, ts: int, span_ms: int = 3_600_000,
         if value is None and key is None:
             key = FUZZ_NODE.encode()   # Kafka needs a key or a value: a null record with a key
         out.append(Msg(topic, key, value, cat))
+    return out
+
+
+# --- hostile but valid (docs/contract-bounds.md: "Unknown fields are exempt", "An integer
+# literal in a float field"): decode skips unknown fields unread and a big integer literal in
+# a float field is a finite double, so these must be ACCEPTED (no dead letter, no wedge)
+
+def _extra_spot(ev: dict, rng: random.Random) -> str:
+    """Where an unknown field can go: data or the envelope (inventory.versions' data is a
+    component -> version-string map, so every data key there is a version: envelope only)."""
+    return "envelope" if ev["kind"] == "inventory.versions" else rng.choice(("data", "envelope"))
+
+
+def _huge_int_extra_field(ev: dict, rng: random.Random) -> bytes:
+    """An integer beyond 64 bits in an unknown extra field, in data or at the envelope."""
+    return _with_raw(ev, "counter_extra", rng.choice(_HUGE_INTS), where=_extra_spot(ev, rng))
+
+
+def _huge_int_float_field(ev: dict, rng: random.Random) -> bytes:
+    """An integer literal beyond 64 bits in a float field (e.g. hw.sensor value)."""
+    fields = _FLOAT_FIELDS.get(ev["kind"])
+    if not fields:
+        return _huge_int_extra_field(ev, rng)
+    return _with_raw(ev, rng.choice(fields), rng.choice(_HUGE_INTS), where="data")
+
+
+def _overflowing_extra_field(ev: dict, rng: random.Random) -> bytes:
+    """1e400 and the like (JSON numbers beyond a double) in an unknown extra field."""
+    return _with_raw(ev, "extra_float", rng.choice(_OVERFLOWING), where=_extra_spot(ev, rng))
+
+
+HOSTILE_VALID: dict[str, Callable[[dict, random.Random], bytes]] = {
+    "huge_int_extra_field": _huge_int_extra_field, "huge_int_float_field": _huge_int_float_field,
+    "overflowing_extra_field": _overflowing_extra_field,
+}
+
+
+def hostile_valid(seed: int, n: int, *, ts: int, span_ms: int = 3_600_000) -> list[Msg]:
+    """``n`` valid events about the fuzz node/job that carry numbers a careless decoder would
+    keep and fail to re-encode, on their kind's topic under the contract's key."""
+    rng = random.Random(seed)
+    names = list(HOSTILE_VALID)
+    out: list[Msg] = []
+    for i in range(n):
+        kind = KINDS[rng.randrange(len(KINDS))]
+        cat = names[i % len(names)]
+        ev = template(kind, rng, ts + rng.randrange(span_ms), n=10_000_000 + i)
+        value = HOSTILE_VALID[cat](ev, rng)
+        topic = f"fl.{kind.split('.')[0]}"
+        key = FUZZ_JOB if topic in JOB_KEYED else FUZZ_NODE
+        out.append(Msg(topic, key.encode(), value, cat))
     return out
 
 
@@ -423,14 +466,21 @@ def settle_and_stop_sink(settings, fleet, timeout_s: float = 60.0) -> list[str]:
     from faultline.streams import faust_harness as fh
 
     problems = []
-    drained, lags = harness.wait_drained(settings, timeout_s)
-    if not drained:
+    deadline = time.monotonic() + timeout_s
+    done, lags = drained(settings)
+    while not done and time.monotonic() < deadline:
+        time.sleep(1.0)
+        done, lags = drained(settings)
+    if not done:
         problems.append(f"input lag not 0 after {timeout_s:.0f} s: {lags}")
     if harness.sink_process_available() and hasattr(fh, "sink_group_id"):
         deadline = time.monotonic() + timeout_s
         lag = None
         while time.monotonic() < deadline:
-            lag = asyncio.run(fh.group_lag(settings, fh.sink_group_id(settings)))
+            try:
+                lag = asyncio.run(fh.group_lag(settings, fh.sink_group_id(settings)))
+            except Exception as e:  # noqa: BLE001 - a transient broker answer: look again
+                lag = f"lookup failed: {type(e).__name__}"
             if lag == 0:
                 break
             time.sleep(1.0)
@@ -463,6 +513,19 @@ def diff(got: dict[str, dict], exp: dict[str, dict], limit: int = 20) -> str:
     return "\n".join(out[:limit + 2])
 
 
+def drained(settings) -> tuple[bool, object]:
+    """One look at ``harness.wait_drained``: (every group of the test at lag 0 on the input
+    topics, the lags). A transient broker answer (GroupLoadInProgress, a timeout on a loaded
+    machine) counts as not drained yet."""
+    import harness
+    from aiokafka.errors import KafkaError
+
+    try:
+        return harness.wait_drained(settings, 0)
+    except (KafkaError, OSError, TimeoutError) as e:
+        return False, f"lag lookup failed: {type(e).__name__}"
+
+
 def _in_thread(fn):
     """``fn()`` in a thread of its own (it may run its own event loop: reads call ``until``
     from inside theirs)."""
@@ -485,13 +548,11 @@ class Settled:
         self._since: float | None = None
 
     def __call__(self) -> bool:
-        import harness
-
         if not self.worker.alive():
             return True
         now = time.monotonic()
         if now >= self._next:
             self._next = now + self.every_s
-            drained = _in_thread(lambda: harness.wait_drained(self.settings, 0)[0])
-            self._since = (self._since or now) if drained else None
+            done = _in_thread(lambda: drained(self.settings)[0])
+            self._since = (self._since or now) if done else None
         return self._since is not None and now - self._since >= self.grace_s

@@ -10,6 +10,12 @@ must come out on ``fl.deadletter`` exactly once under its own topic/partition/of
 non-empty reason, the store's ``deadletters`` table must hold the same set, and the valid
 traffic's incidents must equal `faultline diagnose`'s.
 
+Hostile but valid: numbers a careless decoder would keep and fail to re-encode, where the
+contract accepts them (docs/contract-bounds.md, "Unknown fields are exempt" and "An integer
+literal in a float field": integers beyond 64 bits and 1e400 in unknown fields, big integer
+literals in float fields). ``fuzzgen.hostile_valid`` sends 2,000 of them with the valid
+traffic: none may be dead-lettered, and diagnose reads them too.
+
 Written from the contract and the public commands alone (no decision logic read).
 """
 
@@ -36,6 +42,7 @@ from harness import Fleet  # noqa: E402
 
 SEED = 20261201
 N_INVALID = 50_000
+N_HOSTILE = 2_000
 
 
 def _window() -> int:
@@ -66,6 +73,12 @@ def test_fuzzgen_is_deterministic_and_the_contract_checker_agrees():
     assert not bad_templates, bad_templates
     accepted = collections.Counter(m.category for m, v in zip(lines, verdicts[len(templates):]) if v["ok"])
     assert not accepted, f"the contract checker accepts invalid messages: {dict(accepted)}"
+    hostile = F.hostile_valid(3, 300, ts=ts)
+    p = subprocess.run([sys.executable, "-m", "faultline.cli", "validate", "-"],
+                       input=b"\n".join(m.value for m in hostile) + b"\n", capture_output=True)
+    verdicts = [orjson.loads(x) for x in p.stdout.splitlines()]
+    refused = collections.Counter(m.category for m, v in zip(hostile, verdicts) if not v["ok"])
+    assert len(verdicts) == len(hostile) and not refused, f"valid per the contract, refused: {dict(refused)}"
 
 
 @pytest.mark.kafka
@@ -83,10 +96,13 @@ def run_fuzz(s, tmp_path, n: int, categories=None, seed: int = SEED) -> tuple[li
     failed conditions and the report."""
     start = _window()
     fleet, labels = simulate("mixed", seed=1, nodes=4, hours=1.0, start_ms=start)
-    expected = F.diagnose(s, fleet, tmp_path)
-    assert len(expected) >= 3 and labels["interruptions"]
+    assert labels["interruptions"]
+    hostile = F.hostile_valid(seed, N_HOSTILE, ts=start, span_ms=3_600_000)
+    valid = F.interleave([F.route(x) for x in fleet], hostile, seed=seed + 1)
+    expected = F.diagnose(s, [m.value for m in valid], tmp_path)
+    assert len(expected) >= 3
     bad = F.invalid(seed, n, ts=start, span_ms=3_600_000, categories=categories)
-    msgs = F.interleave([F.route(x) for x in fleet], bad, seed=seed)
+    msgs = F.interleave(valid, bad, seed=seed)
     t0 = time.monotonic()
     metas = F.produce(s, msgs, max_request_size=1_048_576)
     produce_s = time.monotonic() - t0

@@ -193,7 +193,7 @@ def wait_drained(settings, limit_s: float, w) -> float | None:
     input topics (None: not within ``limit_s``, or the worker is gone)."""
     t0 = time.monotonic()
     while w.alive() and time.monotonic() - t0 < limit_s:
-        if harness.wait_drained(settings, 0)[0]:   # one look
+        if F.drained(settings)[0]:
             return time.monotonic() - t0
         time.sleep(1.0)
     return None
@@ -232,7 +232,7 @@ def test_log_and_xid_storms_on_a_fleet(settings, contract_topics, tmp_path):
             drained = wait_drained(s, DRAIN_LIMIT_S, w)
             figures[f"{name}_drain_s"] = None if drained is None else round(drained, 1)
             if drained is None:
-                failures.append(f"{name}: lag {harness.wait_drained(s, 0)[1]} not 0 within {DRAIN_LIMIT_S:.0f} s "
+                failures.append(f"{name}: lag {F.drained(s)[1]} not 0 within {DRAIN_LIMIT_S:.0f} s "
                                 f"after the storm (worker alive: {w.alive()})")
         alive, same_pid = w.alive(), w.proc.pid == pid
         peak = rss.stop()
@@ -266,6 +266,6 @@ def _storm_alerts(records, storm_node: str) -> tuple[dict[str, int], int]:
         a = orjson.loads(r.value)
         if a.get("job") == STORM_JOB:
             counts["storm_job"] += 1
-        elif a.get("node") == storm_node and "xid" in (a.get("detector") or "").lower() + (a.get("summary") or "").lower():
+        elif a.get("node") == storm_node and "xid" in f"{a.get('detector')} {a.get('summary')}".lower():
             counts["xid_storm_node"] += 1
     return dict(counts), biggest
