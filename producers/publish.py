@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
 from ..config import Settings
-from ..schemas import Envelope, encode, key_for, topic_for
+from ..schemas import Envelope, encode, key_for, now_ms, topic_for
 
 log = logging.getLogger("faultline.publish")
 
@@ -27,6 +27,22 @@ class BrokerUnreachable(ConnectionError):
 def unreachable_message(bootstrap: str) -> str:
     return (f"Kafka broker not reachable at {bootstrap}: run `make kafka-up` or set "
             "FAULTLINE_KAFKA_BOOTSTRAP")
+
+
+def record_ts(ts: int | None, now: int | None = None) -> int | None:
+    """The Kafka record timestamp of an event stamped ``ts``: the event time, but never ahead
+    of the wall clock, and none for a missing or negative one.
+
+    Kafka 4 brokers refuse a record stamped more than ``log.message.timestamp.after.max.ms``
+    (default 1 h) ahead, and with it every record of its produce batch
+    (``InvalidTimestampError``), while the contract accepts an event up to 24 h ahead (a
+    skewed clock); a negative timestamp is refused too, and one beyond 64 bits cannot even be
+    framed. The event keeps its own ``ts``; only the record timestamp (what replay's
+    offsets-for-times reads) is held to the wall clock."""
+    if type(ts) is not int or ts < 0:
+        return None
+    n = now_ms() if now is None else now
+    return ts if ts <= n else n
 
 
 class Publisher:
@@ -66,7 +82,7 @@ class Publisher:
                        timestamp_ms: int | None = None) -> asyncio.Future:
         """Queue one message (topic name without prefix); returns the delivery future."""
         fut = await self._producer.send(self.settings.topic(topic), value=value, key=key,
-                                        timestamp_ms=timestamp_ms)
+                                        timestamp_ms=record_ts(timestamp_ms))
         self.sent += 1
         return fut
 

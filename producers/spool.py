@@ -18,6 +18,14 @@ order, advancing a persisted read position only after the broker acknowledged a 
 - Collector restart: segments and the position file are on disk; the new process resumes.
 - Full spool (``spool_max_mb``): the oldest segment is deleted, its undelivered events are
   counted in ``stats['dropped']`` and logged. Nothing is dropped silently.
+- A record Kafka refuses for what it is (over the produce request limit, a timestamp the
+  broker will not take, too large for the topic) never blocks the records behind it: one
+  over ``MAX_RECORD_BYTES`` is not spooled; a batch the broker refuses with such an error is
+  sent again one record per batch, and the record still refused is set aside in
+  ``DEADLETTER_FILE`` (``fl.deadletter``-shaped lines: reason, topic, the value's first
+  4 KiB, size, sha256; ``stats['set_aside']``, logged). Record timestamps are the event
+  time held to the wall clock (``publish.record_ts``): Kafka 4 refuses a record more than
+  1 h ahead, and with it its whole batch, while the contract allows an event 24 h ahead.
 
 Record framing: ``>HHIq`` (topic length, key length, value length, timestamp ms) followed by
 topic, key and value bytes. A torn record at the end of a segment (crash mid-write) is
@@ -35,17 +43,33 @@ from typing import Iterable
 
 import orjson
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    CorruptRecordException, InvalidTimestampError, KafkaError, MessageSizeTooLargeError,
+    OutOfOrderSequenceNumber, RecordListTooLargeError, RecordTooLargeError, UnsupportedForMessageFormatError,
+)
 from aiokafka.partitioner import DefaultPartitioner
 
 _PARTITIONER = DefaultPartitioner()
 
 from ..config import Settings
-from ..schemas import Envelope, encode, key_for, topic_for
+from ..schemas import Envelope, dead_letter, encode, key_for, now_ms, topic_for
+from .publish import record_ts
 
 log = logging.getLogger("faultline.spool")
 
 _HDR = struct.Struct(">HHIq")
+
+#: broker answers that refuse a record for what it is: sending it again can never succeed,
+#: so it is set aside (``DEADLETTER_FILE``) instead of blocking every record behind it
+REFUSED = (InvalidTimestampError, MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError,
+           CorruptRecordException, UnsupportedForMessageFormatError)
+#: a record (key + value) larger than this is never spooled: aiokafka's producer refuses a
+#: request over max_request_size (1 MiB) and the broker one over message.max.bytes (~1 MiB)
+MAX_RECORD_BYTES = 1_000_000
+#: records set aside, one ``fl.deadletter``-shaped JSON line each (reason, topic, the first
+#: 4 KiB of the value, its size and sha256), in the spool directory; at most this many bytes
+DEADLETTER_FILE = "deadletter.jsonl"
+DEADLETTER_FILE_MAX_BYTES = 64 << 20
 _SEG_PREFIX = "seg-"
 _SEG_SUFFIX = ".log"
 
@@ -105,7 +129,8 @@ class SpoolingPublisher:
             compression = "zstd" if codec.has_zstd() else "gzip"
         self.compression = compression
         #: counters: spooled (appended), sent (acknowledged), dropped (full spool), failures
-        self.stats = {"spooled": 0, "sent": 0, "dropped": 0, "send_failures": 0}
+        #: set_aside: refused for what they are (too large, bad timestamp), see DEADLETTER_FILE
+        self.stats = {"spooled": 0, "sent": 0, "dropped": 0, "send_failures": 0, "set_aside": 0}
         self.connected = False
         self._producer: AIOKafkaProducer | None = None
         self._buf = bytearray()
@@ -120,6 +145,7 @@ class SpoolingPublisher:
         self._closing = False
         self._parts: dict[tuple[str, bytes], int] = {}
         self._lockfh = None
+        self._solo = False   # next drain attempt: one record per batch (a batch was refused)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "SpoolingPublisher":
@@ -211,8 +237,15 @@ class SpoolingPublisher:
     # ------------------------------------------------------------------ API
     async def send_raw(self, topic: str, key: bytes | None, value: bytes,
                        timestamp_ms: int | None = None) -> None:
-        """Append one message (topic name without prefix) to the spool."""
-        self._buf += frame(topic, key or b"", value, timestamp_ms or 0)
+        """Append one message (topic name without prefix) to the spool. Its record timestamp
+        is the event time held to the wall clock (``publish.record_ts``); a record too large
+        for Kafka is set aside instead (``DEADLETTER_FILE``)."""
+        key = key or b""
+        if len(key) + len(value) > MAX_RECORD_BYTES:
+            self._set_aside(topic, value, f"record of {len(key) + len(value)} bytes is larger than the "
+                            f"{MAX_RECORD_BYTES}-byte limit of a Kafka produce request; not sent")
+            return
+        self._buf += frame(topic, key, value, record_ts(timestamp_ms) or 0)
         self.stats["spooled"] += 1
         if len(self._buf) >= 256 * 1024:
             self._write_out()
@@ -224,8 +257,14 @@ class SpoolingPublisher:
     async def send_many(self, events: Iterable[Envelope]) -> int:
         buf = self._buf
         n = 0
+        now = now_ms()
         for ev in events:
-            buf += frame(topic_for(ev), key_for(ev), encode(ev), ev.ts)
+            value = encode(ev)
+            if len(value) > MAX_RECORD_BYTES:  # not a contract event (256 KiB), but never wedge on it
+                self._set_aside(topic_for(ev), value, f"record of {len(value)} bytes is larger than the "
+                                f"{MAX_RECORD_BYTES}-byte limit of a Kafka produce request; not sent")
+                continue
+            buf += frame(topic_for(ev), key_for(ev), value, record_ts(ev.ts, now) or 0)
             n += 1
         self.stats["spooled"] += n
         self._write_out()
@@ -260,6 +299,19 @@ class SpoolingPublisher:
 
     def metrics(self) -> dict[str, int]:
         return {**self.stats, "backlog_bytes": self.backlog_bytes(), "connected": int(self.connected)}
+
+    def _set_aside(self, topic: str, value: bytes, reason: str) -> None:
+        """Keep a record Kafka will never take in ``DEADLETTER_FILE`` (bounded) and go on."""
+        self.stats["set_aside"] += 1
+        path = self.dir / DEADLETTER_FILE
+        try:
+            if not path.exists() or path.stat().st_size < DEADLETTER_FILE_MAX_BYTES:
+                with open(path, "ab") as fh:
+                    fh.write(dead_letter(value, reason, topic) + b"\n")
+        except OSError as e:
+            log.error("spool: cannot write %s: %s", path, e.strerror, extra={"spool_dir": str(self.dir)})
+        log.warning("spool: record for %s set aside in %s: %s", topic, path, reason,
+                    extra={"spool_dir": str(self.dir), "set_aside": self.stats["set_aside"]})
 
     # ------------------------------------------------------------------ writer side
     def _open_segment(self, n: int) -> None:
@@ -423,13 +475,14 @@ class SpoolingPublisher:
             self._remove_segment(done)
             self._save_position()
 
-    async def _send_batches(self, prod: AIOKafkaProducer, batch, seg: int,
-                            skip) -> tuple[list, list[list[int]], BaseException | None]:
+    async def _send_batches(self, prod: AIOKafkaProducer, batch, seg: int, skip,
+                            solo: bool = False) -> tuple[list, list[list[int]], BaseException | None]:
         """Records -> one aiokafka batch per (topic, partition), in record order; the
         partition is the default partitioner's (murmur2 of the key, as ``Publisher`` routes),
-        cached per key. Returns the delivery futures, per future its records' ends, and the
-        error that stopped queueing (None when all were queued). What was queued before an
-        error is a prefix of each partition's records."""
+        cached per key. ``solo``: one batch per record (after a refused batch, so the broker's
+        answer names the one record it refuses). Returns the delivery futures, per future its
+        records' ends, and the error that stopped queueing (None when all were queued). What
+        was queued before an error is a prefix of each partition's records."""
         open_: dict[tuple[str, int], tuple[object, list[int]]] = {}
         futs: list = []
         groups: list[list[int]] = []
@@ -456,6 +509,10 @@ class SpoolingPublisher:
                     slot = open_[(full, part)] = (prod.create_batch(), [])
                     slot[0].append(key=key or None, value=value, timestamp=ts or None)
                 slot[1].append(end)
+                if solo:
+                    del open_[(full, part)]
+                    futs.append(await prod.send_batch(slot[0], full, partition=part))
+                    groups.append(slot[1])
             while open_:
                 (full, part), (b, ends) = next(iter(open_.items()))
                 del open_[(full, part)]
@@ -501,15 +558,26 @@ class SpoolingPublisher:
             except Exception as e:  # broker away at start: nothing was sent
                 err: BaseException | None = e
             else:
-                futs, groups, err = await self._send_batches(prod, batch, seg, skip)
+                futs, groups, err = await self._send_batches(prod, batch, seg, skip, self._solo)
                 for ends, r in zip(groups, await self._await_delivery(futs)):
-                    if isinstance(r, BaseException):
+                    if isinstance(r, REFUSED) and len(ends) == 1:
+                        # the broker refuses this one record for what it is: set it aside, go on
+                        t, _k, v = next((t, k, v) for t, k, v, _ts, e in batch if e == ends[0])
+                        self._set_aside(t, v, f"refused by the broker: {type(r).__name__}: {r}")
+                        skip.add((seg, ends[0]))
+                        rejected = True
+                    elif isinstance(r, BaseException):
                         err = err or r
                         rejected = True
+                        if isinstance(r, REFUSED):
+                            self._solo = True   # find the refused record: one per batch next time
                     else:
                         skip.update((seg, end) for end in ends)
                         self.stats["sent"] += len(ends)
             if err is None:
+                self._solo = False
+                if rejected:   # a refused record: the producer's sequence state may be off
+                    await self._close_producer()
                 if self._rseg == seg:  # else the size limit dropped this segment meanwhile
                     self._roff = batch[-1][4]
                 skip.clear()
@@ -523,13 +591,19 @@ class SpoolingPublisher:
             # failure: what got through is in ``skip``; the rest is sent again after a backoff
             self._parts.clear()
             self.stats["send_failures"] += 1
+            # a refusal (or the sequence gap it leaves behind it) is an answer: the broker is there
+            refusal = isinstance(err, REFUSED + (OutOfOrderSequenceNumber,))
             if not isinstance(err, (KafkaError, OSError, asyncio.TimeoutError)):
                 log.error("spool drainer: %s: %s", type(err).__name__, err, extra={"spool_dir": str(self.dir)})
+            elif refusal:
+                log.warning("broker refused a batch (%s); its records are sent one per batch to set the "
+                            "refused one aside", type(err).__name__, extra={"spool_dir": str(self.dir)})
             elif self.connected:
                 log.warning("broker unreachable at %s (%s); spooling to %s", self.settings.kafka_bootstrap,
                             type(err).__name__, self.dir,
                             extra={"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()})
-            self.connected = False
+            if not refusal:
+                self.connected = False
             if rejected:
                 # the broker refused a batch (a non-retriable error: a definite answer, nothing
                 # is in flight now); its producer state may be unusable (sequence gap): new one
