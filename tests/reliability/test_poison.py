@@ -125,13 +125,11 @@ def poison_records(fleet: list[bytes], largest_value: int) -> list[F.Msg]:
     return out
 
 
-def hostile_valid_records(fleet: list[bytes]) -> list[bytes]:
+def hostile_valid_records(fleet: list[bytes], node: str) -> list[bytes]:
     """Valid per docs/contract-bounds.md (unknown fields are skipped unread; a big integer
     literal in a float field is a finite double): they must NOT be dead-lettered, and must not
     wedge anything. They travel with the fleet and diagnose reads them too."""
-    evs = [orjson.loads(x) for x in fleet]
-    mid = evs[len(evs) // 2]["ts"]
-    node = next(e["node"] for e in evs if e["kind"] == "gpu.sample")
+    mid = orjson.loads(fleet[len(fleet) // 2])["ts"]
     sensor = _event("hw.sensor", node, None, mid, {"sensor": "Inlet Temp", "type": "temperature",
                                                    "value": 24.0, "unit": "C", "status": "ok"}, 0)
     return [_raw(dict(sensor, id="f2-valid-0001"), ("data", "extra_counter"), b"18446744073709551616"),
@@ -226,7 +224,9 @@ def test_poison_among_fleet_traffic(settings, contract_topics, tmp_path):
     limit = _broker_limit(s)
     evs_node = orjson.loads(next(x for x in fleet if b'"gpu.sample"' in x))["node"]
     poison = poison_records(fleet, _largest_value(limit, evs_node.encode()))
-    valid = F.interleave([F.route(x) for x in fleet], [F.route(x) for x in hostile_valid_records(fleet)], seed=15)
+    node = orjson.loads(next(x for x in fleet if b'"hw.sensor"' in x))["node"]
+    hostile = [F.Msg("fl.hw", node.encode(), x, "valid") for x in hostile_valid_records(fleet, node)]
+    valid = F.interleave([F.route(x) for x in fleet], hostile, seed=15)
     expected = F.diagnose(s, [m.value for m in valid], tmp_path)
     assert len(expected) >= len(labels["interruptions"]) >= 3
 
