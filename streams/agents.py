@@ -50,7 +50,7 @@ from aiokafka.partitioner import murmur2
 
 from ..config import Settings
 from ..schemas.bounds import encode_output
-from ..schemas.codec import ContractError, dead_letter, decode, now_ms
+from ..schemas.codec import ContractError, dead_letter, decode, encode, now_ms
 from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS, LAYER_TOPICS
 from . import faust_compat as compat
 from .clock import source_of
@@ -217,6 +217,7 @@ class Outbox:
         self.dead_out = app.topic(T(DEADLETTER))
         self.signals_topic = app.topic(T(SIGNALS))
         self.stats = stats
+        self.settings = settings
 
     async def dead(self, blobs: list[bytes]) -> None:
         for b in blobs:
@@ -237,6 +238,31 @@ class Outbox:
                 continue
             await out.send(key=key, value=value)
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+
+    async def failures(self, side: Any, messages: dict[str, Any] | None = None) -> None:
+        """Dead-letter what failed inside the core (``take_failures``: a detector or an
+        evaluation raised on one event; the rest of the batch went on), each with its
+        reason; with the Kafka record it came from when ``messages`` (event id -> message)
+        has it, else the event re-encoded."""
+        failed = side.take_failures()
+        if not failed:
+            return
+        now = now_ms()
+        blobs = []
+        for ev, reason in failed:
+            m = messages.get(ev.id) if messages is not None and ev is not None else None
+            if m is not None:
+                blobs.append(dead_letter(m.value or b"", reason, m.topic, m.partition, m.offset, now))
+            elif ev is not None:
+                blobs.append(dead_letter(encode(ev), reason, self.topic_of(ev.layer), None, None, now))
+            else:
+                blobs.append(dead_letter(b"", reason, None, None, None, now))
+        self.stats.failed += len(failed)
+        await self.dead(blobs)
+
+    def topic_of(self, layer: str) -> str | None:
+        t = LAYER_TOPICS.get(layer)
+        return self.settings.topic(t) if t else None
 
     async def signals(self, sigs: list[Any]) -> None:
         for s in sigs:
@@ -343,9 +369,11 @@ class NodeAgent:
         ns.dirty.clear()
 
     async def flush(self, ns: NodeSide, js: JobSide, parts: dict[str, int],
-                    after_local: Callable[[], None] | None = None) -> None:
+                    after_local: Callable[[], None] | None = None,
+                    messages: dict[str, Any] | None = None) -> None:
         ns.flush_shared()
         self.write_dirty(ns, parts)
+        await self.outbox.failures(ns, messages)
         sigs, outs = ns.take()
         self.deliver(js, sigs)
         if after_local is not None:
@@ -366,7 +394,8 @@ class NodeAgent:
                 self.feed_one(ns, ev, m, parts, dead)
             await self.outbox.dead(dead)
             self.stats.events += len(ok)
-            await self.flush(ns, js, parts, after_local=lambda: observe_batch(self.wms, batch, ok))
+            await self.flush(ns, js, parts, after_local=lambda: observe_batch(self.wms, batch, ok),
+                             messages={ev.id: m for ev, m in ok})
 
 
 # ---------------------------------------------------------------------------- signals -> jobs
@@ -594,6 +623,7 @@ class JobAgent:
         for job in js.evicted:                        # finished long ago: drop the row
             self.tables.put_job(job, None)
         js.evicted.clear()
+        await self.outbox.failures(js)
         sigs, outs = js.take()
         await self.outbox.signals(sigs)
         await self.outbox.outputs(outs)
