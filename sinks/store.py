@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import fcntl
+import functools
 import logging
 import os
 import re
@@ -246,8 +247,9 @@ _OBJECT = re.compile(r"\bCREATE\s+(?:TABLE|(?:MATERIALIZED\s+)?VIEW)\s+(?:IF\s+N
                      r"`?([A-Za-z_][A-Za-z0-9_]*)`?", re.I)
 
 
+@functools.lru_cache(maxsize=1)
 def store_tables() -> frozenset[str]:
-    """Every table and view the migrations create (and ``schema_migrations``)."""
+    """Every table and view the migrations create (and ``schema_migrations``); read once."""
     names = {"schema_migrations"}
     for _, _, stmts in migrations():
         for st in stmts:
