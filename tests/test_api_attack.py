@@ -356,6 +356,36 @@ def test_bind_is_loopback_by_default_and_a_public_bind_needs_a_token(tmp_path, m
     assert web_options(config.load(env={"FAULTLINE_WEB_BIND": "::1"}))["web_bind"] == "::1"
 
 
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses in LISTEN state on ``port`` (from /proc/net/tcp and tcp6)."""
+    out = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for ln in lines:
+            local, state = ln.split()[1], ln.split()[3]
+            addr, p = local.rsplit(":", 1)
+            if state == "0A" and int(p, 16) == port:
+                out.add(socket.inet_ntop(socket.AF_INET, bytes.fromhex(addr)[::-1]) if len(addr) == 8 else addr)
+    return out
+
+
+def test_sink_listens_on_loopback_only_by_default(settings, tmp_path):
+    from faultline.streams.faust_harness import SinkProcess
+
+    port = free_port()
+    with SinkProcess(settings, tmp_path / "sink", app_id="fl-bind-test", web_port=port,
+                     env={"FAULTLINE_WEB_BIND": "", "FAULTLINE_API_TOKEN": ""}) as sink:
+        deadline = time.monotonic() + 90
+        while not listening_addresses(port) and time.monotonic() < deadline:
+            assert sink.alive(), sink.log()
+            time.sleep(0.5)
+        assert listening_addresses(port) == {"127.0.0.1"}, (listening_addresses(port), sink.log())
+        assert request(port, "/faultline/api/health", token=None)[0] == 200   # loopback, no token set
+
+
 @pytest.mark.parametrize("command", [["worker", "--sink"], ["sink"]])
 def test_worker_and_sink_refuse_a_public_bind_without_a_token(command, faultline_env):
     env = {**faultline_env, "FAULTLINE_WEB_BIND": "0.0.0.0"}
