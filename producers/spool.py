@@ -66,6 +66,15 @@ REFUSED = (InvalidTimestampError, MessageSizeTooLargeError, RecordTooLargeError,
 #: a record (key + value) larger than this is never spooled: aiokafka's producer refuses a
 #: request over max_request_size (1 MiB) and the broker one over message.max.bytes (~1 MiB)
 MAX_RECORD_BYTES = 1_000_000
+#: spool directories one base directory offers (the base, per command, per process and
+#: per publisher of a process) before ``SpoolUnavailable``
+MAX_PUBLISHERS_PER_DIR = 64
+
+
+class SpoolUnavailable(RuntimeError):
+    """No spool directory can be claimed; the message names the directory and what to do."""
+
+
 #: records set aside, one ``fl.deadletter``-shaped JSON line each (reason, topic, the first
 #: 4 KiB of the value, its size and sha256), in the spool directory; at most this many bytes
 DEADLETTER_FILE = "deadletter.jsonl"
@@ -175,18 +184,28 @@ class SpoolingPublisher:
         return self
 
     def _claim_dir(self, base: Path) -> Path:
-        """One process per spool directory (flock on ``lock``). When another process holds
-        ``base`` (two collectors started separately with the same ``spool_dir``), use a
-        subdirectory named after this command (``collect-storage``), stable across restarts
-        so its spool is resumed; the pid is appended only if that one is busy too."""
+        """One publisher per spool directory (flock on ``lock``, per open file, so two
+        publishers of one process exclude each other too). When another publisher holds
+        ``base`` (two collectors with the same ``spool_dir``), use a subdirectory named after
+        this command (``collect-storage``), stable across restarts so its spool is resumed;
+        then ``<name>-<pid>``, ``<name>-<pid>-2`` ... for more publishers in one process."""
         import fcntl
         import re
         import sys
 
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(a for a in sys.argv[1:3] if not a.startswith("-")))
-        for d in (base, base / (name or "proc"), base / f"{name or 'proc'}-{os.getpid()}"):
-            d.mkdir(parents=True, exist_ok=True)
-            fh = open(d / "lock", "a+")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(a for a in sys.argv[1:3] if not a.startswith("-"))) or "proc"
+        pid = os.getpid()
+        tried: list[Path] = []
+        candidates = [base, base / name, base / f"{name}-{pid}"] + [
+            base / f"{name}-{pid}-{n}" for n in range(2, MAX_PUBLISHERS_PER_DIR + 1)]
+        for d in candidates:
+            tried.append(d)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                fh = open(d / "lock", "a+")
+            except OSError as e:
+                raise SpoolUnavailable(f"cannot use spool directory {d}: {e.strerror}; set FAULTLINE_SPOOL_DIR "
+                                       f"(or spool_dir) to a writable directory") from None
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -194,9 +213,13 @@ class SpoolingPublisher:
                 continue
             self._lockfh = fh
             if d != base:
-                log.info("spool dir %s is used by another process; spooling to %s", base, d)
+                log.info("spool dir %s is used by another publisher; spooling to %s", base, d)
             return d
-        raise RuntimeError(f"no usable spool directory under {base}")
+        msg = (f"no usable spool directory under {base}: all {len(tried)} candidates ({tried[0]}, "
+               f"{tried[1]}, ... {tried[-1]}) are locked by other publishers; give this collector its own "
+               f"spool directory (FAULTLINE_SPOOL_DIR / spool_dir) or stop the publishers holding them")
+        log.error("%s", msg, extra={"spool_dir": str(base)})
+        raise SpoolUnavailable(msg)
 
     async def stop(self, *, flush_timeout_s: float = 5.0) -> None:
         """Deliver what the broker takes within ``flush_timeout_s``; the rest stays on disk."""

@@ -18,7 +18,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from faultline.producers.publish import Publisher, record_ts
+from faultline.producers.publish import Publisher
 from faultline.producers.spool import DEADLETTER_FILE, MAX_RECORD_BYTES, SpoolingPublisher
 from faultline.schemas import decode
 from faultline.schemas.examples import example
@@ -26,13 +26,6 @@ from faultline.schemas.examples import example
 pytestmark = pytest.mark.kafka
 
 HOUR = 3_600_000
-
-
-def test_record_ts_never_ahead_of_the_wall_clock():
-    assert record_ts(5, now=10) == 5
-    assert record_ts(10 + 23 * HOUR, now=10) == 10
-    assert record_ts(2**70, now=10) == 10
-    assert record_ts(-5, now=10) is None and record_ts(None) is None and record_ts(1.5) is None
 
 
 async def _read(settings, topic: str, n: int, timeout_s: float = 30.0) -> list:
