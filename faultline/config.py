@@ -52,6 +52,9 @@ class Settings:
     api_token: str | None = None
     #: lateness bound of event-time windows, ms
     lateness_ms: int = 10_000
+    #: no progress for this long (at least) is a stall, ms; unset: the detector's default
+    #: (10 min). Worker and ``diagnose`` read the same value (``EngineConfig.from_settings``)
+    stall_floor_ms: int | None = None
     #: where collectors spool events while the broker is unreachable
     spool_dir: str = "var/spool"
     spool_max_mb: int = 256
@@ -138,10 +141,16 @@ def mask_url(url: str) -> str:
 
 
 
+#: settings that are an integer when set and None (the component's own default) when not
+_OPTIONAL_INTS = frozenset({"stall_floor_ms"})
+
+
 def _coerce(name: str, raw: Any, default: Any) -> Any:
+    if name in _OPTIONAL_INTS and raw in (None, ""):
+        return None
     if isinstance(default, bool):
         return str(raw).lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
+    if isinstance(default, int) or name in _OPTIONAL_INTS:
         try:
             return int(raw)
         except (TypeError, ValueError):

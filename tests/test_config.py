@@ -113,3 +113,19 @@ def test_cli_prints_masked_settings(tmp_path):
     p = subprocess.run([sys.executable, "-m", "faultline.cli", "config"], env=dict(env, FAULTLINE_WEB_PORT="x"),
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "web_port must be an integer" in p.stderr
+
+
+def test_stall_floor_is_an_optional_integer_setting_the_engine_reads():
+    """FAULTLINE_STALL_FLOOR_MS reaches the stall detector of the one engine composition the
+    worker and `diagnose` build (EngineConfig.from_settings); unset keeps the detector default."""
+    from faultline.streams.detectors.config import DetectorConfig
+    from faultline.streams.engine import EngineConfig
+
+    s = config.load(env={"FAULTLINE_STALL_FLOOR_MS": "20000"})
+    assert s.stall_floor_ms == 20000
+    assert EngineConfig.from_settings(s).detectors.stall_floor_ms == 20000
+    unset = config.load(env={})
+    assert unset.stall_floor_ms is None
+    assert EngineConfig.from_settings(unset).detectors.stall_floor_ms == DetectorConfig().stall_floor_ms
+    with pytest.raises(config.ConfigError, match="stall_floor_ms must be an integer"):
+        config.load(env={"FAULTLINE_STALL_FLOOR_MS": "ten minutes"})
