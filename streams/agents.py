@@ -42,7 +42,7 @@ import logging
 import os
 import socket
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, defaultdict, deque
 from typing import Any, Callable, Iterable
 
 import orjson
@@ -55,7 +55,7 @@ from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS, LAYER_TOPICS
 from . import faust_compat as compat
 from .clock import source_of
 from .engine import EngineConfig
-from .faust_compat import Dedup, RawFeed
+from .faust_compat import RawFeed
 from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, Shared,
                            decode_signal, encode_signal, jobs_touched_by)
 from .faust_topics import JOBS, SIGNALS
@@ -123,6 +123,35 @@ class Stats:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+class Dedup:
+    """Bounded "seen" set of event ids (LRU): ``fresh(id)`` is True the first time only.
+
+    Bounded by ``size`` ids; duplicates further apart than that are processed again,
+    which every consumer tolerates (signal and incident ids are stable).
+    """
+
+    __slots__ = ("_seen", "size", "dropped")
+
+    def __init__(self, size: int = 200_000) -> None:
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self.size = size
+        self.dropped = 0
+
+    def fresh(self, event_id: str) -> bool:
+        seen = self._seen
+        if event_id in seen:
+            seen.move_to_end(event_id)
+            self.dropped += 1
+            return False
+        seen[event_id] = None
+        if len(seen) > self.size:
+            seen.popitem(last=False)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 class RateLimitedLog:
@@ -858,8 +887,7 @@ class Worker:
         if cur is not None:
             js = cur[1]
             try:
-                d.update(pbuf=compat.producer_buffer_size(self.app), flow=int(self.app.flow_control.is_active()),
-                         **compat.consumer_counts(self.app))
+                d.update(pbuf=compat.producer_buffer_size(self.app), **compat.consumer_counts(self.app))
             except Exception as err:  # noqa: BLE001 - debug only
                 d.update(dbg=str(err)[:80])
             c = js.counts()
