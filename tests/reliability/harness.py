@@ -711,7 +711,7 @@ def settle_and_check(s: Settings, fleet: Fleet, inc: IncidentLog, exp: Expectati
     problems: list[str] = []
     matched = inc.wait(exp, timeout_s=timeout_s)
     tl.mark("incidents equal diagnose's" if matched else "incidents still differ (gave up waiting)")
-    drained, lags = wait_drained(s, timeout_s=60 if matched else 15)
+    drained, lags = wait_drained(s, timeout_s=25 if matched else 10)
     tl.mark(f"committed lag {lags}")
     if not drained:
         problems.append(f"input not fully committed by every group (stuck partitions?): {lags}")
