@@ -86,8 +86,11 @@ class EngineConfig(Struct, frozen=True, kw_only=True):
     @classmethod
     def from_settings(cls, settings: Any) -> "EngineConfig":
         """The worker's and ``diagnose``'s configuration: lateness, and the stall floor when
-        the settings carry one (``stall_floor_ms``; the detector default otherwise)."""
+        the settings carry one (``stall_floor_ms``, a setting or an unknown key of the TOML
+        file in ``settings.extra``; the detector default otherwise)."""
         floor = getattr(settings, "stall_floor_ms", None)
+        if floor is None:
+            floor = (getattr(settings, "extra", None) or {}).get("stall_floor_ms")
         det = DetectorConfig() if floor is None else DetectorConfig(stall_floor_ms=int(floor))
         return cls(lateness_ms=int(getattr(settings, "lateness_ms", 10_000)), detectors=det)
 
@@ -156,6 +159,7 @@ class _Pending(Struct, kw_only=True):
 Output = Union[Alert, Incident]
 MAX_FAILURES = 1_000    # core failures kept between two take_failures() calls
 _SCHED = KIND_MODELS["sched.job"]
+_MISSING = object()
 
 
 def _est_bytes(ev: Envelope) -> int:
@@ -299,6 +303,7 @@ class Engine:
         self._alert_last: dict[str, int] = {}
         self._sig_last: dict[tuple[str, str, str], list[int]] = {}   # repeat key -> [window start, filed]
         self._log_sigs: dict[str, Any] = {}     # buffered runtime.log event id -> its signature
+        self._sig_cache: dict[tuple[Any, str], Any] = {}   # (named signature, message) -> match (bounded)
         self._held: dict[str, list[int]] = {}   # job -> [records, bytes] buffered (upper bound), at `released`
         self._out: list[Output] = []
         self._now = now_ms()
@@ -380,7 +385,15 @@ class Engine:
         """A ``runtime.log`` line on its way into the reorder buffer: True to buffer it. A line
         no signature matches changes no state (``feed_job`` ignores it): counted, dropped, so
         a storm of ordinary output never fills the buffer."""
-        sig = log_signature(ev)
+        d = ev.data
+        key = (d.signature, d.message)
+        cache = self._sig_cache
+        sig = cache.get(key, _MISSING)
+        if sig is _MISSING:     # a storm repeats a few texts: match each once
+            sig = log_signature(ev)
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[key] = sig
         if sig is None:
             self.stats.logs_unmatched += 1
             return False

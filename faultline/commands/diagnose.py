@@ -71,15 +71,19 @@ def _lines(fh: IO[bytes], chunk: int = 1 << 20) -> Iterator[list[bytes]]:
 
 def diagnose_stream(fh: IO[bytes], lateness_ms: int | None = None):
     """Run the engine over a byte stream of JSON lines; returns the engine (finished)."""
+    import msgspec
+
     from .. import config as _config
     from ..streams.engine import Engine, EngineConfig
 
-    if lateness_ms is None:
-        try:
-            lateness_ms = _config.load().lateness_ms
-        except Exception:  # a broken config file must not stop an offline diagnosis
-            lateness_ms = 10_000
-    eng = Engine(EngineConfig(lateness_ms=lateness_ms))
+    try:
+        # the worker's composition: the same EngineConfig.from_settings (lateness, stall floor)
+        cfg = EngineConfig.from_settings(_config.load())
+    except Exception:  # a broken config file must not stop an offline diagnosis
+        cfg = EngineConfig()
+    if lateness_ms is not None:
+        cfg = msgspec.structs.replace(cfg, lateness_ms=lateness_ms)
+    eng = Engine(cfg)
     for batch in _lines(fh):
         good: list[bytes] = []
         for ln in batch:

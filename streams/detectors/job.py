@@ -20,7 +20,7 @@ from .config import DetectorConfig
 
 MAX_SIGNALS = 600      # per job; beyond it a non-critical one after the first KEEP_FIRST goes
 KEEP_FIRST = 100       # the job's first signals are never trimmed (its first words: the symptom)
-FOLD_AFTER = 2         # identical signals (kind, node, summary) kept per job; later ones only counted
+FOLD_AFTER = 8         # identical signals (attempt, kind, node, summary) kept; later ones only counted
 PER_SIGNATURE = 64     # signals of one kind and log signature kept per attempt (512 ranks' watchdog lines)
 MAX_FOLDS = 256        # distinct folded signals whose repeats are counted (then only the total)
 MAX_INTERVALS = 64
@@ -96,8 +96,8 @@ class AttemptRecord(Struct, kw_only=True):
         """The job's last succeeded checkpoint at ``before``: this attempt's own, else the one
         an earlier attempt wrote (what this attempt resumed from)."""
         best = None
-        for c in self.ckpts:
-            if c.ts <= before and (best is None or c.ts > best.ts):
+        for c in self.ckpts:   # the highest step: a second reporter's later ts of a lower step loses
+            if c.ts <= before and (best is None or (c.step, c.ts) > (best.step, best.ts)):
                 best = c
         if best is None and self.resumed_from is not None and self.resumed_from.ts <= before:
             return self.resumed_from
@@ -118,7 +118,7 @@ class JobState(Struct, kw_only=True):
     attempts: dict[int, AttemptRecord] = {}
     signals: list[Signal] = []                     # job-scoped signals (logs, ckpt, container, ...), bounded
     #: digest of (attempt, kind, node, summary) -> identical signals kept (at most FOLD_AFTER),
-    #: and "attempt|kind|signature" -> distinct ones kept (at most PER_SIGNATURE)
+    #: and "attempt|kind|signature" -> signals of that family kept (at most PER_SIGNATURE)
     seen: dict[str, int] = {}
     folded: dict[str, Fold] = {}                   # key -> repeats not kept (at most MAX_FOLDS keys)
     folded_n: int = 0                              # every repeat not kept (also those beyond MAX_FOLDS)
@@ -161,7 +161,7 @@ def stalled(rec: AttemptRecord, watermark: int, cfg: DetectorConfig) -> bool:
 def _push(js: JobState, sig: Signal, out: list[Signal]) -> None:
     """Keep a job signal (bounded): the first ``FOLD_AFTER`` identical ones (same attempt,
     kind, node and summary: one log line printed over and over) and the first
-    ``PER_SIGNATURE`` distinct ones of a kind and signature (every rank's watchdog line)
+    ``PER_SIGNATURE`` of a kind and signature (every rank's watchdog line)
     are kept and emitted, the others only counted (``folded``); beyond ``MAX_SIGNALS`` a non-critical signal after the job's first
     ``KEEP_FIRST`` is dropped (the oldest such), so the first and the critical lines stay."""
     rec = js.attempt_at(sig.ts)
@@ -169,7 +169,7 @@ def _push(js: JobState, sig: Signal, out: list[Signal]) -> None:
     key = hashlib.blake2b(f"{att}|{sig.kind}|{sig.node}|{sig.summary}".encode(), digest_size=8).hexdigest()
     fam = f"{att}|{sig.kind}|{sig.data.get('signature')}"
     n = js.seen.get(key, 0)
-    if n >= FOLD_AFTER or (not n and js.seen.get(fam, 0) >= PER_SIGNATURE):
+    if n >= FOLD_AFTER or js.seen.get(fam, 0) >= PER_SIGNATURE:
         js.folded_n += 1
         f = js.folded.get(key)
         if f is not None:
@@ -183,8 +183,7 @@ def _push(js: JobState, sig: Signal, out: list[Signal]) -> None:
         return
     if n or len(js.seen) < MAX_SIGNALS:
         js.seen[key] = n + 1
-        if not n:
-            js.seen[fam] = js.seen.get(fam, 0) + 1
+        js.seen[fam] = js.seen.get(fam, 0) + 1
     sig = cap_signal(sig)
     out.append(sig)
     sl = js.signals
