@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -92,15 +93,39 @@ def test_hf_trainer_reports_progress_and_checkpoints(kafka_bootstrap, tmp_path):
     assert all(b and b > 0 for b in sizes)
 
 
-def _import_error(code: str) -> str:
-    p = subprocess.run([harness.SYSTEM_PY, "-c", code], capture_output=True, text=True, timeout=120)
-    return "" if p.returncode == 0 else (p.stderr.strip().splitlines() or ["?"])[-1]
+_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy
+out = {}
+for name, mod in (("dcp", "torch.distributed.checkpoint"), ("lightning", "pytorch_lightning")):
+    try:
+        __import__(mod)
+        out[name] = ""
+    except Exception as e:
+        out[name] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
 
 
+@functools.lru_cache(maxsize=1)
+def _import_errors(pl_site: str) -> dict[str, str]:
+    """One /usr/bin/python3 (one torch import, ~3-13 s here) tries both imports."""
+    p = subprocess.run([harness.SYSTEM_PY, "-c", _PROBE, pl_site], capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return orjson.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _pl_site() -> Path:
+    return _site("pl", ["pytorch-lightning==1.9.5", "torchmetrics==0.11.4", "lightning-utilities==0.8.0", "tqdm",
+                        "fsspec", "typing-extensions>=4.5", "PyYAML", "packaging"])
+
+
+@pytest.mark.slow
 def test_torch_dcp_absent_from_debian_torch():
     """The torch DCP hook needs torch.distributed.checkpoint, which Debian's 1.13 does not ship."""
     _torch_or_skip()
-    err = _import_error("import torch.distributed.checkpoint")
+    err = _import_errors(str(_pl_site()))["dcp"]
     assert "No module named 'torch.distributed.checkpoint'" in err, err or "DCP imports now: test the hook for real"
 
 
@@ -108,8 +133,6 @@ def test_torch_dcp_absent_from_debian_torch():
 def test_lightning_cannot_import_on_this_torch():
     """pytorch_lightning 1.9.5 (for torch 1.13) dies inside torch's sharded_tensor on Python 3.11."""
     _torch_or_skip()
-    site = _site("pl", ["pytorch-lightning==1.9.5", "torchmetrics==0.11.4", "lightning-utilities==0.8.0", "tqdm",
-                        "fsspec", "typing-extensions>=4.5", "PyYAML", "packaging"])
-    err = _import_error(f"import sys; sys.path.insert(0, {str(site)!r}); import numpy, pytorch_lightning")
+    err = _import_errors(str(_pl_site()))["lightning"]
     assert "mutable default" in err and "TensorProperties" in err, \
         err or "pytorch_lightning imports now: run the FaultlineCallback in a real Trainer.fit"
