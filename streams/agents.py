@@ -806,17 +806,21 @@ class Worker:
     async def on_revoked(self) -> None:
         """Before the partitions go: let the in-flight batches finish, write every dirty
         node/job dump to the changelog and flush the producer, so the next owner recovers
-        everything this worker applied; then drop the caches (rebuilt from the tables)."""
-        locks = (self.node.lock, self.job.lock)
-        got = []
+        everything this worker applied; then drop the caches (rebuilt from the tables).
+        The locks are taken only once free (no ``wait_for`` on ``acquire``: a timeout or a
+        cancelled rebalance could leave one held for good) and always released."""
+        got: list[asyncio.Lock] = []
         try:
-            for lk in locks:
-                await asyncio.wait_for(lk.acquire(), REVOKE_WAIT_S)
+            deadline = time.monotonic() + REVOKE_WAIT_S
+            for lk in (self.node.lock, self.job.lock):
+                while lk.locked() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                if lk.locked():
+                    log.warning("partitions revoked while a batch was still running after %.0f s: "
+                                "its last records will be re-read by the next owner", REVOKE_WAIT_S)
+                    continue
+                await lk.acquire()      # free: returns at once
                 got.append(lk)
-        except asyncio.TimeoutError:
-            log.warning("partitions revoked while a batch was still running after %.0f s: its "
-                        "last records will be re-read by the next owner", REVOKE_WAIT_S)
-        try:
             cur = self.sides.current()
             if cur is not None:
                 ns, js, _ = cur
@@ -895,7 +899,8 @@ class Worker:
                      wm_released=c["released"], idle=int(self.wms.value(self.worker_id)[1]),
                      lagging=len(self.wms.lagging()), gated=len(self.job.gate.gated()),
                      uncovered=self.wms.uncovered, skewed=self.wms.skewed,
-                     recovered=int(compat.recovered(self.app)))
+                     recovered=int(compat.recovered(self.app)), stale=self.node_feed.stale,
+                     generation=self.app.consumer_generation_id)
         return d
 
 
