@@ -72,6 +72,27 @@ def test_log_burst_of_one_job_keeps_its_state_record_small():
     assert js.stats.direct > 0
 
 
+def test_dump_sheds_to_its_bound_when_the_caps_are_not_enough(monkeypatch):
+    """The byte bound is enforced, not only expected: with a bound below what the caps allow
+    (40,000 bytes here) ``dump`` applies the job's buffered records and sheds later signals,
+    counts it, and keeps the job's first signal (its symptom)."""
+    import faultline.streams.faust_engine as fe
+    monkeypatch.setattr(fe, "MAX_DUMP_BYTES", 40_000)
+    sim = Sim()
+    _job(sim)
+    _burst(sim, "900", 5 * MIN, 4_000, 2_000)
+    js = JobSide(_shared(), EngineConfig())
+    evs = _events(sim)
+    for i in range(0, len(evs), 2_000):
+        js.ingest(evs[i:i + 2_000], 5 * MIN + sim.t0)
+    first = min(js.jobs["900"].signals, key=lambda x: (x.ts, x.id))
+    size = len(js.dump("900"))
+    assert size <= 40_000 and js.oversize == 1, size
+    st = js.jobs["900"]
+    assert js.counts()["buffered"] == 0 and st.trimmed_n > 0
+    assert first in st.signals
+
+
 def _lines(t0: int, job: str, n: int, span_ms: int, every: int = 10) -> list[bytes]:
     """``n`` raw runtime.log events of ``job`` within ``span_ms`` from one node: plain output,
     and each ``every``-th line a rank's NCCL watchdog timeout (ranks 0, 1, ... in turn)."""
