@@ -12,9 +12,11 @@ Delivery: a batch (up to ``max_rows`` records or ``within_s`` seconds) is decode
 writer, flushed to the store, and only THEN are its offsets committed. A store failure
 retries the same batch with exponential backoff (``RETRY_FIRST_S`` doubling up to
 ``RETRY_CAP_S``), one log line per attempt at most every ``RETRY_LOG_EVERY_S``; nothing is
-acked while unstored, so the group's lag rises and drains once the store is back. A crash
-re-delivers at most the batch in flight; every table is keyed by record id (incidents by id
-and revision), so re-inserted rows collapse under FINAL.
+acked while unstored, so the group's lag rises and drains once the store is back. The next
+batch is read and decoded (into a second writer) while one is being stored; batches are
+stored and committed strictly in order, so memory holds two batches at most. A crash
+re-delivers at most those two; every table is keyed by record id (incidents by id and
+revision), so re-inserted rows collapse under FINAL.
 
 One decode per record: input events go through ``schemas.codec.decode`` (the function the
 worker's agents use, so the two agree exactly on what is invalid) and the writer takes the
@@ -186,22 +188,36 @@ class SinkConsumer:
         c.subscribe(topics=sorted(self._kind), listener=_Listener(self))
         await c.start()
         log.info("sink consuming", extra={"group": self.group_id, "topics": len(self._kind)})
+        # two writers: the next batch is read and decoded into one while the other is stored;
+        # batches are stored and committed strictly in order (at most one in flight)
+        spare = type(self.writer)(self.writer.store, max_rows=self.writer.max_rows,
+                                  max_delay_s=self.writer.max_delay_s)
+        pending: asyncio.Task[None] | None = None
         try:
             while not self._stopping:
                 offsets = await self._take()
                 if not offsets:
                     continue
+                if pending is not None:
+                    await pending
                 self._idle.clear()
-                try:
-                    if await self._store():
-                        await self._commit(offsets)
-                finally:
-                    self._idle.set()
+                pending = asyncio.create_task(self._store_and_commit(self.writer, offsets, self._batch_n))
+                self.writer, spare = spare, self.writer
         finally:
             try:
+                if pending is not None and not pending.done():
+                    self.stop()   # a retrying store gives up at once; the batch is re-read on restart
+                    await asyncio.wait([pending], timeout=STOP_WAIT_S)
                 await c.stop()
             finally:
                 self._done.set()
+
+    async def _store_and_commit(self, writer: Any, offsets: dict[TopicPartition, int], n: int) -> None:
+        try:
+            if await self._store(writer):
+                await self._commit(offsets, n)
+        finally:
+            self._idle.set()
 
     # ------------------------------------------------------------ one batch
     async def _take(self) -> dict[TopicPartition, int]:
@@ -266,14 +282,14 @@ class SinkConsumer:
                                 extra={"topic": r.topic, "partition": r.partition, "offset": r.offset,
                                        "error": str(err)[:300], "suppressed": self._skips.take_suppressed()})
 
-    async def _store(self) -> bool:
+    async def _store(self, writer: Any) -> bool:
         """Flush until stored (backoff, rate-limited log lines); False when stopped first."""
         loop = asyncio.get_running_loop()
         delay, attempt, t0 = RETRY_FIRST_S, 0, time.monotonic()
         said = _RateLimited(RETRY_LOG_EVERY_S)
         while True:
             try:
-                await loop.run_in_executor(None, self.writer.flush)
+                await loop.run_in_executor(None, writer.flush)
                 break
             except Exception as err:  # noqa: BLE001 - keep the batch; retry (rows are idempotent)
                 attempt += 1
@@ -293,11 +309,10 @@ class SinkConsumer:
                         time.monotonic() - t0, extra={"group": self.group_id})
         return True
 
-    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+    async def _commit(self, offsets: dict[TopicPartition, int], n: int) -> None:
         assert self.consumer is not None
         mine = self.consumer.assignment()
         keep = {tp: off for tp, off in offsets.items() if tp in mine}
-        n = getattr(self, "_batch_n", 0)
         self.stored += n
         if keep:
             try:
