@@ -48,7 +48,7 @@ KILL_AT = (0.35, 0.55)
 
 @pytest.mark.xfail(strict=True, reason=(
     "issue 14 item 6 not fixed yet (owner DA: streams/agents.py, streams/faust_compat.py): at HEAD 6a91c4a "
-    "(21:41 UTC) seed 101 holds but seed 102 does not - after the rebalances the worker group's committed "
+    "(21:41 UTC) seed 101 holds but seed 102 does not (again at adc860b, 22:02: fl.net/2 3382 records stuck) - after the rebalances the worker group's committed "
     "offsets stop advancing on some input partitions (fl.gpu/0 6045, fl.net/0 4856, ... records 30 s after "
     "the incidents were complete); earlier trees also lost or added evidence and incidents after a "
     "partition move. No false stall any more; the store is exact. See F1's notes 21:13-21:50 in NOTES.md"))
