@@ -36,6 +36,9 @@ GPUS_PER_JOB = 2
 NGPU = 20      # Gres=gpu:20 on the one node: every 2-GPU case job at once
 NCPU = 40      # CPUs=40 (config_overrides): all ranks at once on 2 real cores (they mostly sleep)
 NODE = socket.gethostname().split(".")[0]
+#: stall threshold floor for the worker and `diagnose` (FAULTLINE_STALL_FLOOR_MS; default 10 min):
+#: the hang case stalls 20 s after its last step, inside its 1-minute time limit
+STALL_FLOOR_MS = 20_000
 
 
 @dataclass
@@ -242,7 +245,8 @@ def run_all(kafka_bootstrap: str, workdir: Path, *, deadline_s: float = 200.0) -
     logdir = workdir / "logs"
     logdir.mkdir()
     mounted: list[Path] = []
-    worker = WorkerProcess(settings, workdir / "worker", app_id=app_id).start()
+    worker = WorkerProcess(settings, workdir / "worker", app_id=app_id,
+                           env={"FAULTLINE_STALL_FLOOR_MS": str(STALL_FLOOR_MS)}).start()
     sink = SinkProcess(settings, workdir / "sink", app_id=app_id).start()
     # munged refuses a log dir under pytest's 0700 temp dirs: the peer lives where tests/peers.py puts peers
     slurm = Slurm(Path(os.environ.get("FAULTLINE_PEERS_DIR", "/tmp/faultline-peers")) / f"realjobs-{os.getpid()}")
@@ -486,8 +490,8 @@ async def _export_inputs(settings: Settings, out: Path) -> None:
 
 
 def diagnose(path: Path) -> list[dict]:
-    """What ``faultline diagnose --json`` prints for a bundle (its own reading and engine
-    functions, in this process): the incidents it reproduces offline, as dicts."""
+    """What ``FAULTLINE_STALL_FLOOR_MS=20000 faultline diagnose --json`` prints for a bundle (its
+    own reading and engine functions, in this process): the incidents it reproduces offline."""
     import msgspec
 
     import io
@@ -497,10 +501,16 @@ def diagnose(path: Path) -> list[dict]:
     from faultline.commands.diagnose import diagnose_stream
 
     fh = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
+    before = os.environ.get("FAULTLINE_STALL_FLOOR_MS")
+    os.environ["FAULTLINE_STALL_FLOOR_MS"] = str(STALL_FLOOR_MS)  # what the run's worker used
     try:
         eng = diagnose_stream(fh)
     finally:
         fh.close()
+        if before is None:
+            os.environ.pop("FAULTLINE_STALL_FLOOR_MS", None)
+        else:
+            os.environ["FAULTLINE_STALL_FLOOR_MS"] = before
     return [msgspec.to_builtins(i) for i in eng.incidents()]
 
 

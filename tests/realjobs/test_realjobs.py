@@ -128,30 +128,32 @@ def test_requeued_job_retry_on_first_incident(run):
 
 
 @pytest.mark.slow
-def test_hang_incident_symptom_and_checkpoint(run):
-    """Rank 1 hangs inside a step; rank 0's gloo timeout fires after 15 s and it exits; the
-    job then sits until its time limit. The incident names the gloo timeout as the symptom and
-    counts the loss from the last checkpoint (the verdict itself: see the xfail below)."""
+def test_hang_stall_alert_before_the_end(run):
+    """Rank 1 hangs inside step 8; rank 0's gloo timeout fires after 15 s and it exits; the job
+    sits until its 1-minute time limit. A stall alert comes before the job can end, and the
+    incident is the stall: failure at the last progress, the gloo timeout as the symptom."""
     c = run.cases["hang"]
     assert "Timed out waiting 15000ms for recv operation" in run.logs["hang"]["rank0.log"]
     (inc,) = run.incidents_of("hang")
     assert inc["state"] == "timeout" and inc["symptom"] == "nccl_timeout on rank 0", _explain(run, "hang")
+    stalls = [a for a in run.alerts if a["detector"] == "stall" and a["job"] == c.job]
+    assert stalls, _explain(run, "hang")
+    # before the end: the job cannot end before start + its time limit (60 s)
+    assert _ms(stalls[0]["ts"]) < _ms(inc["start_ts"]) + 60_000, (stalls[0], inc["start_ts"])
+    assert _ms(stalls[0]["ts"]) - _ms(inc["failure_ts"]) >= harness.STALL_FLOOR_MS
     assert inc["last_checkpoint_step"] == c.on_disk[-1] and inc["gpus"] == GPUS_PER_JOB
     since = max(_ms(inc["last_checkpoint_ts"]), _ms(inc["start_ts"]))
     assert inc["lost_gpu_hours"] == pytest.approx(GPUS_PER_JOB * (_ms(inc["failure_ts"]) - since) / H_MS, abs=1e-4)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="stall floor is 10 min (DetectorConfig.stall_floor_ms; a setting for it is "
-                   "not committed yet): a 45 s hang before a 1-min time limit is never a stall, so no stall alert and "
-                   "the verdict is 'scheduler: time limit reached while the job was progressing'. With a 20 s floor "
-                   "(measured offline on fixtures/run.jsonl.zst) the stall alert comes 20 s after the last step, but "
-                   "the incident then blames another case's full tmpfs on the shared node (storage_full)")
-def test_hang_is_a_stall_not_the_scheduler(run):
-    job = run.cases["hang"].job
+@pytest.mark.xfail(strict=True, reason="one shared Slurm node: the hung job (no fault anywhere, expected 'unknown' as "
+                   "in tests/judge nccl_timeout_no_evidence) is blamed on another case's failed tmpfs (full or "
+                   "read-only, by timing), a mount it never used; down-weighting failed mounts that hold none of the job's files broke the judge's "
+                   "dataset_mount_goes_stale_and_loader_hangs (the job reads a mount it never names)")
+def test_hang_verdict_is_unknown(run):
     (inc,) = run.incidents_of("hang")
-    assert any(a["detector"] == "stall" and a["job"] == job for a in run.alerts)
-    assert inc["category"] != "scheduler"
+    assert (inc["category"], inc["component"]) == ("unknown", f"job:{run.cases['hang'].job}")
 
 
 @pytest.mark.slow
@@ -209,9 +211,6 @@ def test_fixture_bundle_diagnoses_as_recorded(case):
 
 
 # ----------------------------------------------------------------------------- found by the real runs
-@pytest.mark.xfail(strict=False, reason="streams/detectors/job.py last_checkpoint picks the latest *report*, not the "
-                   "highest step: the checkpoints collector reports step 60 after its settle time, after the SDK "
-                   "reported step 63 (DB's fix by (step, ts) is in the working tree, not yet committed)")
 def test_last_checkpoint_is_the_highest_step_not_the_latest_report():
     """What a real time-limited job sent (checkpoint every 1.5 s, killed 0.5 s after step 63):
     the SDK's 'succeeded 63' at t, then the collector's 'succeeded 60' at t+0.5 s (it waits
