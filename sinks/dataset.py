@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from ..schemas.outputs import Affected, Alert, Cause, Checkpoint, EvidenceItem, Incident, Retry
+from .trends import WITHDRAWN_STATE  # noqa: F401 - re-exported for tests
 
 HOUR = 3_600_000
 MIN = 60_000
@@ -43,8 +44,6 @@ class Dataset:
     withdrawn: list[Incident] = field(default_factory=list)
 
 
-#: the state of an incident's last revision when the worker withdrew it (``Engine._withdraw``)
-WITHDRAWN_STATE = "recovered"
 
 
 def build(*, n_nodes: int = 16, n_jobs: int = 120, seed: int = 7, t0: int | None = None,

@@ -26,7 +26,11 @@ import orjson
 
 from .store import Store
 
-__all__ = ["TrendQuery", "Param", "load_queries", "get_query", "run_trend", "TREND_NAMES"]
+__all__ = ["TrendQuery", "Param", "load_queries", "get_query", "run_trend", "TREND_NAMES", "WITHDRAWN_STATE"]
+
+#: the state of an incident's last revision when the worker withdrew it (``Engine._withdraw``:
+#: a stall that resolved itself); such an incident counts nowhere
+WITHDRAWN_STATE = "recovered"
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,24 @@ def test_trends_and_query_formats(ingested):
     assert bad.returncode == 2 and "query failed" in bad.stderr
     bad = fl("trends", "nope", "--store", store, ok=False)
     assert bad.returncode == 2 and "repeat-offenders" in bad.stderr
+
+
+def test_withdrawn_incidents_are_not_listed_and_explain_marks_them(tmp_path):
+    """An incident the worker withdrew (latest revision ``recovered``) is stored but not
+    listed by `faultline incidents`; `faultline explain ID` shows it, marked withdrawn."""
+    from faultline.sinks import open_store
+
+    ds = dataset.build(seed=5, n_jobs=12, withdrawn=2)
+    store = str(tmp_path / "store")
+    st = open_store(path=store)
+    try:
+        dataset.write(st, ds)
+    finally:
+        st.close()
+    listed = {orjson.loads(x)["id"] for x in fl("incidents", "--store", store, "--json", "--limit", "1000").stdout.splitlines()}
+    assert listed == {i.id for i in ds.incidents}
+    gone = ds.withdrawn[1]
+    out = fl("explain", gone.id, "--store", store).stdout
+    assert "withdrawn" in out and gone.job in out, out
+    # by job id, explain prefers the job's real incident over a withdrawn one
+    assert "withdrawn" not in fl("explain", ds.incidents[0].job, "--store", store).stdout

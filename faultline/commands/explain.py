@@ -13,12 +13,13 @@ import msgspec
 from ..humantime import show
 from ..schemas.outputs import LAYERS, Incident
 from ..sinks.cli_support import add_store_arg, reader
+from ..sinks.trends import WITHDRAWN_STATE
 
 SQL = """
 SELECT record, job, attempt
 FROM incidents FINAL
 WHERE id = {key:String} OR job = {key:String}
-ORDER BY id = {key:String} DESC, failure_ts DESC, attempt DESC
+ORDER BY id = {key:String} DESC, state = {withdrawn:String}, failure_ts DESC, attempt DESC
 LIMIT 20
 """
 
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
     r = reader(args)
     try:
-        rows = r.query(SQL, {"key": args.key})
+        rows = r.query(SQL, {"key": args.key, "withdrawn": WITHDRAWN_STATE})
     except StoreError as e:
         raise CliError(f"lookup failed: {e}") from None
     finally:
@@ -195,4 +196,7 @@ def run(args: argparse.Namespace) -> int:
         if o.job == inc.job:
             others.append((o.id, o.attempt))
     render(inc, others)
+    if inc.state == WITHDRAWN_STATE:
+        print(f"withdrawn: the worker took this incident back (revision {inc.revision}: the attempt "
+              "progressed again); it counts in no listing or trend")
     return 0

@@ -1,5 +1,7 @@
 """``faultline incidents [--job J] [--since T] [--json]``: list stored incidents (latest
-revision of each), newest first."""
+revision of each), newest first. An incident the worker withdrew (its latest revision is
+``recovered``: a stall that resolved itself) is not listed; ``faultline explain ID`` still
+shows it, marked withdrawn."""
 
 from __future__ import annotations
 
@@ -7,12 +9,14 @@ import argparse
 import sys
 
 from ..sinks.cli_support import add_store_arg, emit, parse_time, reader
+from ..sinks.trends import WITHDRAWN_STATE
 
 SQL = """
 SELECT id, revision, job, attempt, failure_ts, state, category, component,
        round(confidence, 2) AS confidence, round(lost_gpu_hours, 3) AS lost_gpu_hours, symptom, record
 FROM incidents FINAL
-WHERE ({job:String} = '' OR job = {job:String})
+WHERE state != {withdrawn:String}
+  AND ({job:String} = '' OR job = {job:String})
   AND failure_ts >= fromUnixTimestamp64Milli({since_ms:Int64}, 'UTC')
   AND ({category:String} = '' OR category = {category:String})
 ORDER BY failure_ts DESC, id
@@ -35,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     r = reader(args)
     try:
-        rows = r.query(SQL, {"job": args.job, "since_ms": parse_time(args.since) or 0,
+        rows = r.query(SQL, {"job": args.job, "since_ms": parse_time(args.since) or 0, "withdrawn": WITHDRAWN_STATE,
                              "category": args.category, "limit": max(1, args.limit)})
     finally:
         r.close()

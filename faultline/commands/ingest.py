@@ -72,7 +72,7 @@ def ingest_stream(fh: Any, store: Any, *, diagnose: bool = True, lateness_ms: in
                 continue
             n_ok += 1
             good.append(ev)
-            w.add_raw(ln)
+            w.add_event(ev)   # data from the validated struct: what the engine saw
             if ev.ts > max_ts:
                 max_ts = ev.ts
         if eng is not None:
