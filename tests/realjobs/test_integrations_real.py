@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-import harness
+import realjobs_harness as harness
 from faultline.config import Settings
 
 SITE = harness.ROOT / "var" / "realjobs-site"

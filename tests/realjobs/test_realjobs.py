@@ -20,8 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-import harness
-from harness import FIXTURES, GPUS_PER_JOB
+import realjobs_harness as harness
+from realjobs_harness import FIXTURES, GPUS_PER_JOB
 
 #: case -> (category, component form) of its incident, or None for "no incident"
 EXPECT: dict[str, tuple[str, str] | None] = {
