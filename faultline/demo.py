@@ -53,6 +53,9 @@ class DemoOptions:
     web_port: int | None = 6066
     workdir: str = "var/demo"
     live: bool = True
+    #: simulated start (UTC epoch ms); None: the window ends at the current hour. The
+    #: simulator's telemetry follows the time of day, so a fixed start gives a fixed run
+    start_ms: int | None = None
 
     @classmethod
     def short(cls) -> "DemoOptions":
@@ -288,6 +291,8 @@ class Demo:
                "--seed", str(o.seed), "--nodes", str(o.nodes), "--gpus-per-node", str(o.gpus_per_node),
                "--hours", str(o.hours), "--kafka", "--speed", str(o.speed),
                "--labels", str(self.workdir / "labels.json")]
+        if o.start_ms is not None:
+            cmd += ["--start", str(o.start_ms)]
         from .streams.faust_harness import worker_env
 
         log = open(self.workdir / "simulate.log", "ab")

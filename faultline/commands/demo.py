@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, default=None)
     p.add_argument("--gpus-per-node", type=int, default=None)
     p.add_argument("--hours", type=float, default=None, help="simulated hours")
+    p.add_argument("--start", type=int, default=None, metavar="EPOCH_MS",
+                   help="simulated start, UTC epoch ms (default: the window ends at the current hour; "
+                        "the simulated fleet follows the time of day, so a fixed start replays the same run)")
     p.add_argument("--speed", type=float, default=None, help="simulated seconds per wall second")
     p.add_argument("--web-port", type=int, default=None, help="worker web page port (default 6066)")
     p.add_argument("--workdir", default=None, help="where the worker, simulator log and labels go (default var/demo)")
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     opts = DemoOptions.short() if args.short else DemoOptions()
     over = {"scenario": args.scenario, "seed": args.seed, "nodes": args.nodes,
             "gpus_per_node": args.gpus_per_node, "hours": args.hours, "speed": args.speed,
-            "web_port": args.web_port, "workdir": args.workdir}
+            "web_port": args.web_port, "workdir": args.workdir, "start_ms": args.start}
     opts = dataclasses.replace(opts, **{k: v for k, v in over.items() if v is not None})
     if args.no_live or args.json:
         opts = dataclasses.replace(opts, live=False)
