@@ -406,8 +406,11 @@ def product_queries() -> dict[str, tuple[str, dict]]:
     out: dict[str, tuple[str, dict]] = {}
     for name, q in load_queries().items():
         out[f"trend {name}"] = (q.sql, q.bind({}))
-    out["incidents"] = (incidents.SQL, {"job": "", "since_ms": 0, "category": "", "limit": 100})
-    out["explain"] = (explain.SQL, {"key": "x"})
+    from faultline.sinks.trends import WITHDRAWN_STATE
+
+    out["incidents"] = (incidents.SQL, {"job": "", "since_ms": 0, "category": "", "limit": 100,
+                                        "withdrawn": WITHDRAWN_STATE})
+    out["explain"] = (explain.SQL, {"key": "x", "withdrawn": WITHDRAWN_STATE})
     for key, name in ((None, "page index"), ("x", "page incident")):
         q, params = web._incidents_query(key, 200)   # the page reads the store itself, with its own
         out[name] = (q.split(" SETTINGS ")[0], params or {})   # time limit; its SQL must pass too

@@ -212,7 +212,30 @@ def test_consumer_state_accessors_before_start(app):
 
 
 # ------------------------------------------------------------------ broker away
-def test_broker_away_one_warning_and_rate_limited_errors(caplog):
+@pytest.fixture
+def broker_log(caplog):
+    """``caplog`` that sees the filter's own logger whatever earlier tests in this process did
+    to logging (an in-process Faust app's logging setup disables loggers that exist already;
+    a worker run sets the ``faultline`` level): the handler sits on that logger itself."""
+    blg = logging.getLogger("faultline.streams.broker")
+    saved = (blg.disabled, blg.level, blg.propagate)
+    blg.disabled, blg.propagate = False, False   # once, through the handler below
+    blg.setLevel(logging.INFO)
+    blg.addHandler(caplog.handler)
+    try:
+        yield caplog
+    finally:
+        blg.removeHandler(caplog.handler)
+        blg.disabled, _, blg.propagate = saved
+        blg.setLevel(saved[1])
+
+
+def _ours(caplog):
+    return [r for r in caplog.records if r.name == "faultline.streams.broker"]
+
+
+def test_broker_away_one_warning_and_rate_limited_errors(broker_log):
+    caplog = broker_log
     f = BrokerAwayFilter("127.0.0.1:1", period_s=60, confirm_s=0)
     lg = logging.getLogger("aiokafka.test_conn")
     lg.addFilter(f)
@@ -224,7 +247,7 @@ def test_broker_away_one_warning_and_rate_limited_errors(caplog):
             lg.warning("Heartbeat failed: local member_id was not recognized")   # not a connection error
     finally:
         lg.removeFilter(f)
-    ours = [r for r in caplog.records if r.name == "faultline.streams.broker"]
+    ours = _ours(caplog)
     theirs = [r for r in caplog.records if r.name == "aiokafka.test_conn"]
     assert len(ours) == 1 and ours[0].levelno == logging.WARNING
     assert "127.0.0.1:1" in ours[0].getMessage() and "make kafka-up" in ours[0].getMessage()
@@ -233,7 +256,8 @@ def test_broker_away_one_warning_and_rate_limited_errors(caplog):
     assert f.suppressed == 199
 
 
-def test_broker_away_lone_error_at_start_is_no_outage(caplog):
+def test_broker_away_lone_error_at_start_is_no_outage(broker_log):
+    caplog = broker_log
     f = BrokerAwayFilter("127.0.0.1:1", period_s=60, confirm_s=0.05)
     lg = logging.getLogger("aiokafka.test_conn2")
     lg.addFilter(f)

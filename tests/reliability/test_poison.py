@@ -147,13 +147,21 @@ def _broker_limit(settings) -> int:
         admin = AIOKafkaAdminClient(**settings.kafka_kwargs())
         await admin.start()
         try:
-            res = await admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, settings.topic("fl.gpu"), {"max.message.bytes": None})])
-            for _, _, _, _, entries in res[0].resources:
-                for name, value, *_ in entries:
-                    if name == "max.message.bytes":
-                        return int(value)
-            raise AssertionError(f"max.message.bytes not reported: {res}")
+            # a topic created a moment ago may not be known to the broker's config manager yet
+            # (UNKNOWN_TOPIC_OR_PARTITION, error code 3): ask again for up to 20 s
+            deadline = time.monotonic() + 20
+            while True:
+                res = await admin.describe_configs(
+                    [ConfigResource(ConfigResourceType.TOPIC, settings.topic("fl.gpu"), {"max.message.bytes": None})])
+                for code, _, _, _, entries in res[0].resources:
+                    for name, value, *_ in entries:
+                        if name == "max.message.bytes":
+                            return int(value)
+                    if code == 3 and time.monotonic() < deadline:
+                        break
+                else:
+                    raise AssertionError(f"max.message.bytes not reported: {res}")
+                await asyncio.sleep(0.5)
         finally:
             await admin.close()
 

@@ -46,7 +46,9 @@ JOIN_AT = (0.05, 0.25)
 KILL_AT = (0.35, 0.55)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+# non-strict: the stuck commits come and go with timing, and a strict mark turns a lucky
+# pass into a red CI; an XPASS shows in the summary (-ra): then fix and remove the mark
+@pytest.mark.xfail(strict=False, reason=(
     "issue 14 item 6 not fixed yet (owner DA: streams/agents.py, streams/faust_compat.py): at HEAD 6a91c4a "
     "(21:41 UTC) seed 101 holds but seed 102 does not (again at adc860b, 22:02: fl.net/2 3382 records stuck) - after the rebalances the worker group's committed "
     "offsets stop advancing on some input partitions (fl.gpu/0 6045, fl.net/0 4856, ... records 30 s after "
