@@ -88,6 +88,12 @@ class EventClock:
         it without ``observe`` (the fast path) and call ``observe`` for the others only."""
         return self._solo is None and self.now != _NEVER
 
+    def fast_limit(self, now: int) -> int:
+        """The highest ts a caller's fast path may take as credible without ``observe``,
+        given its local copy ``now`` of the agreed time: ``now + tolerance_ms`` once
+        ``steady``, else nothing (every event goes through ``observe``)."""
+        return now + self.tolerance_ms if self.steady else _NEVER
+
     def observe(self, source: str, ts: int) -> bool:
         """One event of ``source`` at ``ts``. True when it is credible (time may have moved
         to it); False when it is ahead of the fleet and flagged."""

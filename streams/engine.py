@@ -323,7 +323,7 @@ class Engine:
         max_ts = self._max_ts
         tol = clock.tolerance_ms
         # events up to ``lim`` move event time without asking the clock (the fast path)
-        lim = max_ts + tol if clock.steady else -(1 << 62)
+        lim = clock.fast_limit(max_ts)
         limit = now + MAX_FUTURE_MS
         fast = decode_fast
         for item in batch:
@@ -368,7 +368,7 @@ class Engine:
                 clock.now = max_ts
                 clock.observe(source_of(ev), ts)
                 max_ts = clock.now
-                lim = max_ts + tol if clock.steady else -(1 << 62)
+                lim = clock.fast_limit(max_ts)
             if ts < wm:
                 stats.late += 1
                 self._apply_guarded(ev)

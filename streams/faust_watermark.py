@@ -79,7 +79,7 @@ class Watermarks:
         clock = self.clock
         tol = clock.tolerance_ms
         now = clock.now
-        lim = now + tol if clock.steady else -(1 << 62)
+        lim = clock.fast_limit(now)
         hi: dict[tuple[str, int], int] = {}
         for topic, partition, ts, ev in events:
             if ts <= lim:
@@ -90,7 +90,7 @@ class Watermarks:
                 clock.now = now
                 ok = clock.observe(source(ev), ts)
                 now = clock.now
-                lim = now + tol if clock.steady else -(1 << 62)
+                lim = clock.fast_limit(now)
                 if not ok:
                     self.skewed += 1
                     continue
