@@ -13,6 +13,8 @@ PACKAGES=(
     snmpd snmp snmptrapd
     openipmi ipmitool
     prometheus-node-exporter
+    # issue 17: the worker's /metrics scraped by a real Prometheus; alerts pushed to a real Alertmanager
+    prometheus prometheus-alertmanager
     iproute2
     chromium
     curl bc
