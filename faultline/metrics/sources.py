@@ -1,0 +1,236 @@
+"""One collector per source (client_python custom collectors): each reads the counters its
+component keeps anyway, at scrape time, and yields metric families. Nothing here is on a
+component's hot path.
+
+A source is anything with ``collect()`` (prometheus_client's collector protocol) and an
+async ``refresh()`` the exposition awaits before a scrape (offsets need the broker: the
+consumer lag is fetched there, bounded by ``registry.REFRESH_TIMEOUT_S``).
+
+- ``WorkerSource(worker)``  ``streams.agents.Worker``: events, dead letters, alerts,
+  incidents, batches, state sizes, and the lag of the worker's group on the partitions it owns.
+- ``SinkSource(sink)``      ``streams.faust_sink.SinkConsumer``: records stored, invalid input,
+  store rows by table, flush latency, store failures, the sink group's lag.
+- ``SpoolSource(publisher)`` ``producers.spool.SpoolingPublisher``: spool depth (bytes), records
+  spooled / sent / dropped / set aside, broker connection.
+
+Every series is listed in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Iterator, Protocol
+
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
+                                    Metric)
+
+from .counters import Tally, Timing
+
+TP = tuple[str, int]
+
+
+class Source(Protocol):
+    """What the registry takes: a collector that may refresh asynchronously before a scrape."""
+
+    def collect(self) -> Iterable[Metric]: ...
+
+    async def refresh(self) -> None: ...
+
+
+# ------------------------------------------------------------------ family helpers
+def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def tally_counter(name: str, doc: str, t: Tally) -> CounterMetricFamily:
+    f = CounterMetricFamily(name, doc, labels=list(t.labels))
+    for key, n in t.items():
+        f.add_metric(list(key), n)
+    return f
+
+
+def histogram(name: str, doc: str, timings: dict[str, Timing], label: str) -> HistogramMetricFamily:
+    """One histogram family, a series per ``timings`` key (label ``label``)."""
+    f = HistogramMetricFamily(name, doc, labels=[label])
+    for value, t in timings.items():
+        f.add_metric([value], t.buckets(), t.sum)
+    return f
+
+
+class Lag:
+    """A consumer group's committed and end offsets per partition, as last refreshed."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.ends: dict[TP, int] = {}
+        self.committed: dict[TP, int] = {}
+        self.refreshed: float | None = None   # time.time() of the last complete refresh
+
+    def set(self, ends: dict[TP, int], committed: dict[TP, int]) -> None:
+        self.ends = {tp: int(v) for tp, v in ends.items()}
+        self.committed = {tp: int(v) for tp, v in committed.items() if tp in self.ends}
+        self.refreshed = time.time()
+
+    def collect(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily("faultline_consumer_lag", "records of the partition the group has not "
+                                "committed (end offset - committed offset)",
+                                labels=["group", "topic", "partition"])
+        end = GaugeMetricFamily("faultline_consumer_end_offset", "the partition's end (high-water) offset",
+                                labels=["group", "topic", "partition"])
+        done = GaugeMetricFamily("faultline_consumer_committed_offset", "the group's committed offset of "
+                                 "the partition (its log start offset when never committed)",
+                                 labels=["group", "topic", "partition"])
+        for tp in sorted(self.ends):
+            labels = [self.group, tp[0], str(tp[1])]
+            e = self.ends[tp]
+            end.add_metric(labels, e)
+            if tp in self.committed:
+                c = self.committed[tp]
+                done.add_metric(labels, c)
+                lag.add_metric(labels, max(0, e - c))
+        yield from (lag, end, done)
+        if self.refreshed is not None:
+            at = GaugeMetricFamily("faultline_consumer_offsets_refreshed_timestamp_seconds",
+                                   "when the offsets above were fetched", labels=["group"])
+            at.add_metric([self.group], self.refreshed)
+            yield at
+
+
+# ------------------------------------------------------------------ worker
+class WorkerSource:
+    """The analysis worker (``streams.agents.Worker``): ``Stats``, ``Stats.counts``
+    (``counters.WorkerCounts``) and the group's offsets on the partitions this worker owns."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+        self.app = worker.app
+        self.lag = Lag(str(self.app.conf.id))
+        self.topics = set(worker.input_topics) | {worker.jobs_in}
+
+    async def refresh(self) -> None:
+        from ..streams import faust_compat as compat
+
+        app = self.app
+        tps = sorted(tp for tp in compat.assigned_actives(app) if tp[0] in self.topics)
+        if not tps:
+            self.lag.set({}, {})
+            return
+        ends = await compat.end_offsets(app, tps)
+        done = {tp: v for tp, v in (await compat.committed(app, tps)).items() if v is not None}
+        missing = [tp for tp in tps if tp not in done]
+        if missing:   # never committed: the group starts at the log start
+            done.update(await compat.beginning_offsets(app, missing))
+        self.lag.set(ends, done)
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.worker.stats
+        c = s.counts
+        yield tally_counter("faultline_worker_events_total", "valid input events processed, by topic "
+                            "and kind", c.events)
+        yield tally_counter("faultline_worker_dead_letters_total", "dead letters sent to fl.deadletter, "
+                            "by reason class (docs/metrics.md)", c.dead)
+        yield tally_counter("faultline_worker_alerts_total", "alerts sent, by detector and severity", c.alerts)
+        yield tally_counter("faultline_worker_incidents_total", "incident revisions sent, by root-cause "
+                            "category", c.incidents)
+        yield counter("faultline_worker_failed_total", "records dead-lettered because processing them "
+                      "raised", s.failed)
+        yield counter("faultline_worker_duplicates_total", "input records skipped as duplicates", s.dups)
+        yield counter("faultline_worker_signals_total", "signals sent to the internal signals topic", s.signals)
+        yield counter("faultline_worker_unwritten_changelog_total", "state records over the changelog "
+                      "size limit, kept in memory only", s.unwritten)
+        yield counter("faultline_worker_deferred_dropped_total", "re-evaluations dropped while the "
+                      "recovery gate was closed", s.deferred_dropped)
+        yield histogram("faultline_worker_batch_seconds", "time to process one batch, by side",
+                        {"node": c.node_batch, "job": c.job_batch}, "side")
+        wm = GaugeMetricFamily("faultline_worker_watermark_timestamp_seconds",
+                               "this worker's event-time watermark (0: none yet)")
+        wm.add_metric([], s.watermark / 1000 if s.watermark and s.watermark > 0 else 0)
+        yield wm
+        yield from self._state()
+        yield from self.lag.collect()
+
+    def _state(self) -> Iterator[Metric]:
+        cur = self.worker.sides.current()
+        g = GaugeMetricFamily("faultline_worker_jobs", "jobs in this worker's job side, by state",
+                              labels=["state"])
+        if cur is not None:
+            n = cur[1].counts()
+            for k in ("jobs", "buffered", "pending"):
+                g.add_metric([k], n[k])
+        yield g
+
+
+# ------------------------------------------------------------------ sink
+class SinkSource:
+    """The sink (``streams.faust_sink.SinkConsumer``): its counters, ``counts``
+    (``counters.SinkCounts``) and its group's offsets on the partitions it owns."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+        self.lag = Lag(sink.group_id)
+
+    async def refresh(self) -> None:
+        c = self.sink.consumer
+        if c is None:
+            return
+        tps = sorted(c.assignment())
+        if not tps:
+            self.lag.set({}, {})
+            return
+        ends = await c.end_offsets(tps)
+        done: dict[Any, int] = {}
+        for tp in tps:
+            off = await c.committed(tp)
+            if off is not None:
+                done[tp] = off
+        missing = [tp for tp in tps if tp not in done]
+        if missing:
+            done.update(await c.beginning_offsets(missing))
+        key = lambda tp: (tp.topic, tp.partition)  # noqa: E731
+        self.lag.set({key(tp): v for tp, v in ends.items()}, {key(tp): v for tp, v in done.items()})
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.sink
+        yield counter("faultline_sink_records_total", "records stored and committed (all topics)", s.stored)
+        yield counter("faultline_sink_invalid_input_total", "input records not stored as events because "
+                      "they are invalid (the worker dead-letters them)", s.skipped)
+        yield counter("faultline_sink_refused_outputs_total", "output records the store could not hold, "
+                      "stored as dead letters instead", s.dead_lettered)
+        yield counter("faultline_sink_store_failures_total", "store flushes that failed and were retried",
+                      s.failed_attempts)
+        yield tally_counter("faultline_sink_rows_total", "rows inserted into the store, by table", s.counts.rows)
+        yield histogram("faultline_sink_flush_seconds", "time to insert one batch into the store",
+                        {"store": s.counts.flush}, "stage")
+        yield from self.lag.collect()
+
+
+# ------------------------------------------------------------------ spool
+class SpoolSource:
+    """A spooling publisher (``producers.spool.SpoolingPublisher``): its ``metrics()``."""
+
+    COUNTERS = {"spooled": "records written to the spool", "sent": "records acknowledged by the broker",
+                "dropped": "records dropped because the spool was full",
+                "send_failures": "failed send attempts (retried)",
+                "set_aside": "records the broker refused for good, set aside in the spool directory"}
+
+    def __init__(self, publisher: Any, name: str = "node") -> None:
+        self.publisher = publisher
+        self.name = name
+
+    async def refresh(self) -> None:
+        return None
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.publisher.metrics()
+        for key, doc in self.COUNTERS.items():
+            f = CounterMetricFamily(f"faultline_spool_{key}_total", doc, labels=["spool"])
+            f.add_metric([self.name], m.get(key, 0))
+            yield f
+        depth = GaugeMetricFamily("faultline_spool_backlog_bytes", "bytes spooled and not yet "
+                                  "acknowledged by the broker (spool depth)", labels=["spool"])
+        depth.add_metric([self.name], m.get("backlog_bytes", 0))
+        yield depth
+        up = GaugeMetricFamily("faultline_spool_connected", "1 while the publisher has a broker connection",
+                               labels=["spool"])
+        up.add_metric([self.name], m.get("connected", 0))
+        yield up
