@@ -1,0 +1,291 @@
+"""The notifier: its own consumer group on fl.alerts + fl.incidents, delivering to
+Alertmanager and a webhook, committing each batch only after it was delivered (or the
+bounded retry gave up into a dead letter with the reason).
+
+It never blocks the worker: a separate consumer group (``<app id>-notify``) in its own
+process (``faultline notify``); a receiver that is down only makes this group's lag grow.
+
+One step = one batch (at most ``batch`` records): decode -> ``AlertBook`` (pure mapping) ->
+``Delta`` -> Alertmanager and webhook concurrently, each with capped exponential backoff
+for up to ``retry_give_up_s`` -> dead letters for what gave up -> commit. Between batches
+(at least once a second) the book's clock runs: expiries become resolved notices, webhook
+notices whose group wait is over go out, and every ``resend_s`` the firing set is
+re-posted to Alertmanager (which keeps alerts in memory only).
+
+In memory: at most ``batch`` records in flight and ``max_active`` alerts + incidents in the
+book. After a restart the book starts empty: alerts read before it still resolve at their
+``endsAt`` in Alertmanager, but an incident arriving after the restart cannot relabel
+them as its symptoms (see docs/alerts.md, Limits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+import msgspec
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, KafkaError
+
+from ..config import Settings
+from ..schemas.codec import dead_letter, now_ms
+from ..schemas.outputs import Alert, Incident
+from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS
+from .config import NotifySettings, where
+from .mapping import AlertBook, AmAlert, Delta, Notice, apply_all
+from .payloads import am_bodies, webhook_body
+from .transport import DeliveryError, GaveUp, Http, Stopped, deliver
+
+log = logging.getLogger("faultline.notify")
+LOG_EVERY_S = 30.0
+AM_ALERTS_PATH = "/api/v2/alerts"
+
+
+class AlertIn(Alert, kw_only=True):
+    """An fl.alerts record; ``category`` / ``component`` are read when a producer adds them."""
+
+    category: str | None = None
+    component: str | None = None
+
+
+def notify_group_id(settings: Settings, app_id: str | None = None) -> str:
+    """The notifier's consumer group: ``<app id>-notify``."""
+    from ..streams.app import default_app_id
+
+    return f"{app_id or default_app_id(settings)}-notify"
+
+
+class Every:
+    """A log call at most once per ``every_s`` per kind; the suppressed count rides on the next."""
+
+    def __init__(self, every_s: float = LOG_EVERY_S) -> None:
+        self.every_s = every_s
+        self._last: dict[str, float] = {}
+        self._n: dict[str, int] = {}
+
+    def __call__(self, level: int, kind: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last.get(kind, -1e18) < self.every_s:
+            self._n[kind] = self._n.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        n = self._n.pop(kind, 0)
+        log.log(level, msg + (f" ({n} more like it suppressed)" if n else ""), *args)
+
+
+class Stats:
+    __slots__ = ("records", "invalid", "stale", "am_posts", "am_alerts", "notices", "retries",
+                 "gave_up", "dead_letters", "commits", "resends")
+
+    def __init__(self) -> None:
+        for k in self.__slots__:
+            setattr(self, k, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, n: "Notifier") -> None:
+        self.n = n
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked:   # let the step in flight deliver and commit first (bounded)
+            try:
+                await asyncio.wait_for(self.n._idle.wait(), 10.0)
+            except asyncio.TimeoutError:
+                log.warning("notify: a batch was still being delivered at a rebalance; the next owner "
+                            "re-reads it (Alertmanager de-duplicates by labels)")
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        log.info("notify partitions assigned: %d", len(assigned))
+
+
+class Notifier:
+    """``await run()`` until ``stop()``. ``on_step(stats)`` is called after each committed
+    batch (tests, progress)."""
+
+    def __init__(self, settings: Settings, ns: NotifySettings, *, group_id: str,
+                 on_step: Callable[[Stats], None] | None = None) -> None:
+        self.settings = settings
+        self.ns = ns
+        self.group_id = group_id
+        self.on_step = on_step
+        self.book = AlertBook(alert_ttl_ms=ns.alert_ttl_s * 1000, incident_ttl_ms=ns.incident_ttl_s * 1000,
+                              page_url=ns.page(), max_active=ns.max_active, group_wait_ms=ns.group_wait_s * 1000)
+        self.stats = Stats()
+        self._topics = {settings.topic(ALERTS): AlertIn, settings.topic(INCIDENTS): Incident}
+        self._decoders = {t: msgspec.json.Decoder(tp) for t, tp in self._topics.items()}
+        self._stop = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._say = Every()
+        self._dead: list[bytes] = []
+        self._http: Http | None = None
+        self._last_resend = time.monotonic()
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer: AIOKafkaProducer | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ------------------------------------------------------------------ loop
+    async def run(self) -> None:
+        c = self.consumer = AIOKafkaConsumer(
+            **self.settings.kafka_kwargs(), group_id=self.group_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", max_poll_records=self.ns.batch,
+            session_timeout_ms=15_000, heartbeat_interval_ms=3_000)
+        c.subscribe(topics=sorted(self._topics), listener=_Listener(self))
+        p = self.producer = AIOKafkaProducer(**self.settings.kafka_kwargs(), acks="all")
+        await c.start()
+        try:
+            await p.start()
+            log.info("notify consuming %s as group %s; alertmanager: %s; webhook: %s", ", ".join(sorted(self._topics)),
+                     self.group_id, ", ".join(where(u) for u in self.ns.alertmanager_urls()) or "off",
+                     where(self.ns.webhook_url) if self.ns.webhook_url else "off")
+            async with Http(self.ns.timeout_s) as self._http:
+                while not self._stop.is_set():
+                    got = await c.getmany(timeout_ms=1000, max_records=self.ns.batch)
+                    self._idle.clear()
+                    try:
+                        if not await self.step(got):
+                            break
+                    finally:
+                        self._idle.set()
+        finally:
+            try:
+                await p.stop()
+            finally:
+                await c.stop()
+
+    async def step(self, got: dict[TopicPartition, list[Any]]) -> bool:
+        """One batch: map, deliver, dead-letter, commit. False when stopped mid-delivery
+        (nothing committed: the batch is read again)."""
+        now = now_ms()
+        records = []
+        offsets: dict[TopicPartition, int] = {}
+        for tp, recs in got.items():
+            if not recs:
+                continue
+            offsets[tp] = recs[-1].offset + 1
+            for r in recs:
+                rec = self._decode(r)
+                if rec is not None:
+                    records.append((rec, r.timestamp if r.timestamp and r.timestamp > 0 else now))
+        self.stats.records += len(records)
+        delta = apply_all(self.book, records, now)
+        delta.extend(self.book.tick(now))
+        if time.monotonic() - self._last_resend >= self.ns.resend_s:
+            self._last_resend = time.monotonic()
+            active = self.book.active(now)
+            self.stats.resends += 1
+            delta.am = active + delta.am   # the batch's own updates come last and win
+        self.stats.stale += delta.stale
+        try:
+            await self._deliver(delta)
+        except Stopped:
+            return False
+        await self._flush_dead()
+        if offsets:
+            await self._commit(offsets)
+        if self.on_step is not None:
+            self.on_step(self.stats)
+        return True
+
+    def _decode(self, r: Any) -> Any:
+        try:
+            if r.value is None:
+                raise ValueError("empty record value")
+            return self._decoders[r.topic].decode(r.value)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, KeyError) as err:
+            self.stats.invalid += 1
+            reason = f"notify: {r.topic} record is not a contract {'incident' if 'incident' in r.topic else 'alert'}: {err}"
+            self._dead.append(dead_letter(r.value, reason, r.topic, r.partition, r.offset))
+            self._say(logging.WARNING, "invalid", "%s (partition %d offset %d): dead-lettered", reason,
+                      r.partition, r.offset)
+            return None
+
+    # ------------------------------------------------------------------ delivery
+    async def _deliver(self, delta: Delta) -> None:
+        jobs = []
+        if delta.am:
+            for base in self.ns.alertmanager_urls():
+                jobs.append(self._to_alertmanager(base, delta.am))
+        if delta.notices and self.ns.webhook_url:
+            jobs.append(self._to_webhook(delta.notices))
+        if jobs:
+            for res in await asyncio.gather(*jobs, return_exceptions=True):
+                if isinstance(res, BaseException):
+                    raise res
+
+    def _retry_kw(self) -> dict[str, Any]:
+        def on_retry(err: DeliveryError, attempt: int, wait: float) -> None:
+            self.stats.retries += 1
+            self._say(logging.WARNING, "retry:" + err.target, "notify: delivery to %s failed (attempt %d): %s; "
+                      "retrying in %.1f s, offsets stay uncommitted", err.target, attempt, err.reason, wait)
+
+        return {"first_s": self.ns.retry_first_s, "cap_s": self.ns.retry_cap_s,
+                "give_up_s": self.ns.retry_give_up_s, "stop": self._stop, "on_retry": on_retry}
+
+    async def _to_alertmanager(self, base: str, alerts: list[AmAlert]) -> None:
+        url = base + AM_ALERTS_PATH
+        assert self._http is not None
+        http = self._http
+        for n, body in am_bodies(alerts):
+            try:
+                await deliver(lambda b=body: http.post_json(url, b), where(base), **self._retry_kw())
+                self.stats.am_posts += 1
+                self.stats.am_alerts += n
+            except GaveUp as g:
+                self._gave_up(g, body)
+
+    async def _to_webhook(self, notices: list[Notice]) -> None:
+        assert self._http is not None
+        http = self._http
+        headers = {"Authorization": f"Bearer {self.ns.webhook_token}"} if self.ns.webhook_token else {}
+        target = where(self.ns.webhook_url)
+        down: GaveUp | None = None
+        for n in notices:
+            body = webhook_body(n, self.ns.webhook_format)
+            if down is not None:     # gave up on this target in this step: no retry storm per message
+                self._gave_up(GaveUp(target, f"target down ({down.reason})", 0), body)
+                continue
+            try:
+                await deliver(lambda b=body: http.post_json(self.ns.webhook_url, b, headers), target,
+                              **self._retry_kw())
+                self.stats.notices += 1
+            except GaveUp as g:
+                down = g
+                self._gave_up(g, body)
+
+    def _gave_up(self, g: GaveUp, body: bytes) -> None:
+        self.stats.gave_up += 1
+        reason = f"notify: delivery to {g.target} gave up after {g.attempts} attempt(s): {g.reason}"
+        self._dead.append(dead_letter(body, reason, None, None, None))
+        self._say(logging.ERROR, "gaveup:" + g.target, "%s; the undelivered request is on %s", reason,
+                  self.settings.topic(DEADLETTER))
+
+    async def _flush_dead(self) -> None:
+        if not self._dead or self.producer is None:
+            return
+        blobs, self._dead = self._dead, []
+        topic = self.settings.topic(DEADLETTER)
+        for b in blobs:
+            await self.producer.send(topic, value=b)
+        await self.producer.flush()
+        self.stats.dead_letters += len(blobs)
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        assert self.consumer is not None
+        mine = self.consumer.assignment()
+        keep = {tp: off for tp, off in offsets.items() if tp in mine}
+        if not keep:
+            return
+        try:
+            await self.consumer.commit(keep)
+            self.stats.commits += 1
+        except (CommitFailedError, KafkaError) as err:
+            self._say(logging.WARNING, "commit", "notify: commit failed after delivery (%s); the batch is "
+                      "re-read and re-posted (Alertmanager de-duplicates by labels)", str(err)[:300])
