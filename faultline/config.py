@@ -55,6 +55,12 @@ class Settings:
     #: no progress for this long (at least) is a stall, ms; unset: the detector's default
     #: (10 min). Worker and ``diagnose`` read the same value (``EngineConfig.from_settings``)
     stall_floor_ms: int | None = None
+    #: evidence is accepted this long after a job's failure before its incident is final, ms;
+    #: unset: the correlator's default (60 s). Worker and ``diagnose`` read the same value
+    settle_ms: int | None = None
+    #: a worker that stops heart-beating (crashed, SIGKILLed, frozen) loses its partitions to
+    #: the others after this long; the broker accepts 6,000 ms and up (group.min.session.timeout.ms)
+    worker_session_timeout_ms: int = 15_000
     #: where collectors spool events while the broker is unreachable
     spool_dir: str = "var/spool"
     spool_max_mb: int = 256
@@ -142,7 +148,7 @@ def mask_url(url: str) -> str:
 
 
 #: settings that are an integer when set and None (the component's own default) when not
-_OPTIONAL_INTS = frozenset({"stall_floor_ms"})
+_OPTIONAL_INTS = frozenset({"stall_floor_ms", "settle_ms"})
 
 
 def _coerce(name: str, raw: Any, default: Any) -> Any:

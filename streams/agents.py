@@ -49,6 +49,7 @@ import orjson
 from aiokafka.partitioner import murmur2
 
 from ..config import Settings
+from ..metrics.counters import WorkerCounts
 from ..schemas.bounds import encode_output
 from ..schemas.codec import ContractError, dead_letter, decode, encode, now_ms
 from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS, LAYER_TOPICS
@@ -120,9 +121,12 @@ class Stats:
         self.deferred = 0        # re-evaluations deferred by the gate
         self.deferred_dropped = 0
         self.unwritten = 0       # changelog records too large to write
+        #: /metrics: events by topic/kind, dead letters by reason, outputs by detector and
+        #: category, batch latency (faultline.metrics reads it at scrape time)
+        self.counts = WorkerCounts()
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "counts"}
 
 
 class Dedup:
@@ -252,6 +256,7 @@ class Outbox:
         for b in blobs:
             await self.dead_out.send(value=b)
         self.stats.dead += len(blobs)
+        self.stats.counts.add_dead_letters(blobs)
 
     async def outputs(self, outs: list[Any]) -> None:
         """Alerts and incidents, capped and bounded (``schemas.bounds.encode_output``: an
@@ -267,6 +272,7 @@ class Outbox:
                 continue
             await out.send(key=key, value=value)
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+            self.stats.counts.add_output(o)
 
     async def failures(self, side: Any, messages: dict[str, Any] | None = None) -> None:
         """Dead-letter what failed inside the core (``take_failures``: a detector or an
@@ -423,6 +429,7 @@ class NodeAgent:
                 self.feed_one(ns, ev, m, parts, dead)
             await self.outbox.dead(dead)
             self.stats.events += len(ok)
+            self.stats.counts.add_events(ok)
             await self.flush(ns, js, parts, after_local=lambda: observe_batch(self.wms, batch, ok),
                              messages={ev.id: m for ev, m in ok})
 
@@ -571,6 +578,7 @@ class JobAgent:
         inputs = [m for m in messages if m.topic != jobs_in]
         internal = [(m, v) for m, v in zip(messages, values) if m.topic == jobs_in]
         ok, dead = decode_events(inputs, self.topic_layer)
+        self.stats.counts.add_events(ok)
         node_parts: dict[str, int] = {}
         fresh: list[Any] = []
         gate_read = self.gate.read
@@ -862,7 +870,9 @@ class Worker:
                                   type(err).__name__, err, exc_info=True)
             RawFeed.ack(app.consumer, batch)
             compat.mark_inbound(app, {m.tp for m in batch})
-            self.stats.node_busy_ms += int((time.perf_counter() - t0) * 1000)
+            dt = time.perf_counter() - t0
+            self.stats.node_busy_ms += int(dt * 1000)
+            self.stats.counts.node_batch.observe(dt)
             self.stats.batches += 1
 
     async def job_batch(self, batch: list[Any]) -> None:
@@ -875,7 +885,9 @@ class Worker:
         except Exception as err:  # noqa: BLE001
             self.errors.error("job-batch", "job batch of %d failed: %s: %s", len(batch),
                               type(err).__name__, err, exc_info=True)
-        self.stats.job_busy_ms += int((time.perf_counter() - t0) * 1000)
+        dt = time.perf_counter() - t0
+        self.stats.job_busy_ms += int(dt * 1000)
+        self.stats.counts.job_batch.observe(dt)
         self.stats.job_batches += 1
 
     async def signals_batch(self, batch: list[Any]) -> None:
@@ -892,6 +904,9 @@ class Worker:
             js = cur[1]
             try:
                 d.update(pbuf=compat.producer_buffer_size(self.app), **compat.consumer_counts(self.app))
+                heads = compat.commit_heads(self.app)
+                if heads:
+                    d.update(stuck=heads)
             except Exception as err:  # noqa: BLE001 - debug only
                 d.update(dbg=str(err)[:80])
             c = js.counts()
@@ -907,6 +922,9 @@ class Worker:
 def install(app: Any, settings: Settings) -> Worker:
     """Define the topics, tables, agents and timers on ``app``; returns the wired worker."""
     w = Worker(app, settings)
+    from ..metrics import WorkerSource, register
+
+    register(app, WorkerSource(w))      # GET /metrics (faultline.metrics.web) reads it when scraped
     T = settings.topic
     node_topic = app.topic(*(T(t) for t in NODE_TOPICS))
     job_topic = app.topic(*(T(t) for t in JOB_TOPICS + (JOBS,)))

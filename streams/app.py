@@ -25,7 +25,7 @@ from ..sinks.api import web_options
 log = logging.getLogger("faultline.streams.app")
 
 #: modules that may define ``register_views(app)`` (Faust web views); missing ones are skipped
-VIEW_MODULES: tuple[str, ...] = ("faultline.sinks.api", "faultline.streams.web")
+VIEW_MODULES: tuple[str, ...] = ("faultline.sinks.api", "faultline.streams.web", "faultline.metrics.web")
 
 
 def default_app_id(settings: Settings) -> str:
@@ -124,9 +124,10 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
         broker_commit_interval=1.0,
         stream_wait_empty=False,
         stream_buffer_maxsize=50_000,
-        # a crashed worker's partitions move to the others after 15 s (default 60 s)
-        broker_session_timeout=15.0,
-        broker_heartbeat_interval=3.0,
+        # a crashed worker's partitions move to the others after 15 s (Faust's default: 60 s);
+        # heartbeats at a fifth of it (Kafka wants at most a third)
+        broker_session_timeout=settings.worker_session_timeout_ms / 1000,
+        broker_heartbeat_interval=settings.worker_session_timeout_ms / 5000,
         table_cleanup_interval=60.0,
         autodiscover=False,
     )

@@ -85,14 +85,20 @@ class EngineConfig(Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_settings(cls, settings: Any) -> "EngineConfig":
-        """The worker's and ``diagnose``'s configuration: lateness, and the stall floor when
-        the settings carry one (``stall_floor_ms``, a setting or an unknown key of the TOML
-        file in ``settings.extra``; the detector default otherwise)."""
-        floor = getattr(settings, "stall_floor_ms", None)
-        if floor is None:
-            floor = (getattr(settings, "extra", None) or {}).get("stall_floor_ms")
-        det = DetectorConfig() if floor is None else DetectorConfig(stall_floor_ms=int(floor))
-        return cls(lateness_ms=int(getattr(settings, "lateness_ms", 10_000)), detectors=det)
+        """The worker's and ``diagnose``'s configuration: lateness, and the stall floor and
+        the evidence settle time when the settings carry them (``stall_floor_ms``,
+        ``settle_ms``: a setting or an unknown key of the TOML file in ``settings.extra``;
+        the detector's and the correlator's defaults otherwise)."""
+        def optional(name: str) -> int | None:
+            v = getattr(settings, name, None)
+            if v is None:
+                v = (getattr(settings, "extra", None) or {}).get(name)
+            return None if v is None else int(v)
+
+        floor, settle = optional("stall_floor_ms"), optional("settle_ms")
+        det = DetectorConfig() if floor is None else DetectorConfig(stall_floor_ms=floor)
+        cor = CorrelateConfig() if settle is None else CorrelateConfig(settle_ms=settle)
+        return cls(lateness_ms=int(getattr(settings, "lateness_ms", 10_000)), detectors=det, correlate=cor)
 
 
 class Stats(Struct, kw_only=True):

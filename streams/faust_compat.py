@@ -456,6 +456,20 @@ def consumer_counts(app: Any) -> dict[str, int]:
             "paused": len(getattr(c, "_buffered_partitions", ()) or ())}
 
 
+def commit_heads(app: Any) -> dict[str, tuple[Any, ...]]:
+    """Per assigned partition whose commit cannot advance: (committed, lowest acked, acked
+    count, read offset, gaps). Faust commits the first run of consecutive acked offsets
+    after the committed one, so a head gap (lowest acked > committed + 1) holds it back."""
+    c = app.consumer
+    out: dict[str, tuple[Any, ...]] = {}
+    for tp, acked in list(c._acked.items()):
+        committed = c._committed_offset.get(tp)
+        if acked and committed is not None and min(acked) - committed > 1:
+            out[f"{tp.topic}/{tp.partition}"] = (committed, min(acked), len(acked),
+                                                 c._read_offset.get(tp), len(c._gap.get(tp) or ()))
+    return out
+
+
 def mark_inbound(app: Any, tps: Iterable[Any]) -> None:
     """What Faust's stream sensor records per delivered record (its "stream idle" check
     reads it): records handed over by a ``RawFeed`` bypass that sensor."""

@@ -34,6 +34,7 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
         "FAULTLINE_TOPIC_REPLICATION": str(settings.topic_replication),
         "FAULTLINE_LATENESS_MS": str(settings.lateness_ms),
         "FAULTLINE_STORE_PATH": settings.store_path,
+        "FAULTLINE_WORKER_SESSION_TIMEOUT_MS": str(settings.worker_session_timeout_ms),
         "FAULTLINE_SPOOL_DIR": settings.spool_dir,
         "PYTHONUNBUFFERED": "1",
     })

@@ -36,6 +36,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from ..config import Settings
+from ..metrics.counters import SinkCounts
 from ..schemas.codec import ContractError, dead_letter, decode, now_ms
 from ..schemas.registry import DEADLETTER, INPUT_TOPICS, OUTPUT_TOPICS
 
@@ -148,6 +149,7 @@ class SinkConsumer:
         self._idle.set()
         self._skips = _RateLimited(SKIP_LOG_EVERY_S)
         self._done = asyncio.Event()
+        self.counts = SinkCounts()   # /metrics: rows by table, flush latency
         self._stop_ev = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.stored = 0
@@ -289,7 +291,8 @@ class SinkConsumer:
         said = _RateLimited(RETRY_LOG_EVERY_S)
         while True:
             try:
-                await loop.run_in_executor(None, writer.flush)
+                st = await loop.run_in_executor(None, writer.flush)
+                self.counts.add_flush(st)
                 break
             except Exception as err:  # noqa: BLE001 - keep the batch; retry (rows are idempotent)
                 attempt += 1
@@ -333,6 +336,9 @@ def install(app: Any, settings: Settings, store: Any, writer: Any, *, group_id: 
     On shutdown the batch in flight is stored and committed first (bounded by STOP_WAIT_S)."""
     app.faultline_store = store  # type: ignore[attr-defined]   # sinks.api / streams.web read it
     sink = SinkConsumer(settings, writer, group_id=group_id, max_rows=max_rows, within_s=within_s)
+    from ..metrics import SinkSource, register
+
+    register(app, SinkSource(sink))     # GET /metrics (faultline.metrics.web) reads it when scraped
 
     @app.task
     async def faultline_sink() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -129,3 +130,19 @@ def test_stall_floor_is_an_optional_integer_setting_the_engine_reads():
     assert EngineConfig.from_settings(unset).detectors.stall_floor_ms == DetectorConfig().stall_floor_ms
     with pytest.raises(config.ConfigError, match="stall_floor_ms must be an integer"):
         config.load(env={"FAULTLINE_STALL_FLOOR_MS": "ten minutes"})
+
+
+def test_settle_is_an_optional_integer_setting_the_engine_reads():
+    """FAULTLINE_SETTLE_MS (how long after a failure evidence still counts) reaches the
+    correlator of the one engine composition; unset keeps its default; the TOML's unknown
+    key works too (``extra``), as for the stall floor."""
+    from faultline.streams.correlate import CorrelateConfig
+    from faultline.streams.engine import EngineConfig
+
+    s = config.load(env={"FAULTLINE_SETTLE_MS": "20000"})
+    assert s.settle_ms == 20000 and EngineConfig.from_settings(s).correlate.settle_ms == 20000
+    unset = config.load(env={})
+    assert EngineConfig.from_settings(unset).correlate.settle_ms == CorrelateConfig().settle_ms != 20000
+    assert EngineConfig.from_settings(replace(unset, extra={"settle_ms": 15000})).correlate.settle_ms == 15000
+    with pytest.raises(config.ConfigError, match="settle_ms must be an integer"):
+        config.load(env={"FAULTLINE_SETTLE_MS": "soon"})

@@ -89,9 +89,15 @@ def fleet_traffic(seed: int, *, scenario: str = SCENARIO, nodes: int = NODES, ho
     return Traffic(seed, lines, dict(ids), labels)
 
 
+#: a SIGKILLed worker's partitions move after this (the broker's minimum): the crash and
+#: rebalance trials wait it out once per kill, and the 15 s default made that most of their time
+SESSION_TIMEOUT_MS = 6_000
+
+
 def pipeline_settings(settings: Settings, partitions: int = PARTITIONS) -> Settings:
-    """The per-test settings (conftest ``settings``) with the reliability tests' partitions."""
-    return replace(settings, topic_partitions=partitions)
+    """The per-test settings (conftest ``settings``) with the reliability tests' partitions
+    and the shortest session timeout the broker accepts."""
+    return replace(settings, topic_partitions=partitions, worker_session_timeout_ms=SESSION_TIMEOUT_MS)
 
 
 # ---------------------------------------------------------------------------- expectation

@@ -4,8 +4,8 @@ One analysis worker is killed with SIGKILL 5 times while input flows, each time 
 from the seed (0.5-8 s after the worker joined the group: during table recovery, while it
 catches up on the backlog the dead time left, or in steady state) and restarted right after
 (a new process, same app id: it rebuilds its tables from the changelogs and resumes from the
-committed offsets). Every restart waits out the dead member's 15 s session timeout, so the
-input is paced to last through all five. The same equalities as the rebalance
+committed offsets). Every restart waits out the dead member's session timeout (6 s here,
+``harness.SESSION_TIMEOUT_MS``), so the input is paced to last through all five. The same equalities as the rebalance
 test: the incidents equal `faultline diagnose` over exactly the produced events, on every
 revision ever emitted (no extra incident, no transient revision diagnose never emits), and
 every produced event is in the store exactly once under FINAL.
@@ -32,9 +32,9 @@ SEED = 201
 KILLS = 5
 #: seconds after the (re)started worker joined the group until it is killed
 KILL_AFTER_S = (0.5, 8.0)
-#: ~48k events at 530 events/s last ~90 s: five cycles of (15 s session timeout + boot
+#: ~48k events at 800 events/s last ~60 s: five cycles of (6 s session timeout + boot
 #: + KILL_AFTER_S) happen while input flows
-RATE = 530
+RATE = 800
 
 
 def test_worker_sigkilled_five_times(settings, tmp_path):
