@@ -85,6 +85,10 @@ MAX_CHANGELOG_BYTES = 900_000
 MAX_DEFERRED = 100_000
 #: on revoke, how long the in-flight batches may take to finish before the partitions go
 REVOKE_WAIT_S = 10.0
+#: a partition whose commit a head gap has held at the same offset this long, with nothing
+#: below the gap still being processed, is fetched again from its committed offset
+#: (``CommitWatch``)
+STUCK_COMMIT_S = 20.0
 #: errors of one kind logged at most once per this many seconds (with a count)
 ERROR_EVERY_S = 30.0
 #: ``off``: no recovery gate and no coverage rule (session 2's behaviour; for diagnosing and
@@ -121,6 +125,7 @@ class Stats:
         self.deferred = 0        # re-evaluations deferred by the gate
         self.deferred_dropped = 0
         self.unwritten = 0       # changelog records too large to write
+        self.reseeks = 0         # partitions fetched again because their commit was stuck
         #: /metrics: events by topic/kind, dead letters by reason, outputs by detector and
         #: category, batch latency (faultline.metrics reads it at scrape time)
         self.counts = WorkerCounts()
@@ -688,6 +693,46 @@ class JobAgent:
             await self.advance(ns, js, [], True, {})
 
 
+class CommitWatch:
+    """Keeps every partition's commit moving. Faust commits the first run of consecutive
+    acked offsets after the committed one, so one record never acked (its delivery
+    abandoned or its ack lost in a rebalance) holds the partition's commit back for good,
+    and a restarted worker re-reads everything since. A head gap that stays at the same
+    committed offset for ``STUCK_COMMIT_S`` while nothing below it is in flight is healed
+    by fetching the partition again from the committed offset (the offset fences and the
+    de-duplication skip what was applied; what was never applied is applied now)."""
+
+    def __init__(self, app: Any, feed: RawFeed, errors: RateLimitedLog, stats: Stats,
+                 after_s: float = STUCK_COMMIT_S) -> None:
+        self.app, self.feed, self.errors, self.stats = app, feed, errors, stats
+        self.after_s = after_s
+        self._since: dict[Any, tuple[int, float]] = {}    # tp -> (committed, first seen)
+
+    async def check(self, now: float | None = None) -> list[Any]:
+        """Re-seek the partitions stuck long enough; returns them."""
+        if not compat.recovered(self.app):
+            self._since.clear()
+            return []
+        now = time.monotonic() if now is None else now
+        heads = compat.head_gaps(self.app)
+        self._since = {tp: v for tp, v in self._since.items() if tp in heads and heads[tp][0] == v[0]}
+        healed = []
+        for tp, (committed, lowest) in heads.items():
+            first = self._since.setdefault(tp, (committed, now))[1]
+            if now - first < self.after_s:
+                continue
+            if compat.in_flight_below(self.app, tp, lowest, self.feed.items):
+                continue
+            self.errors.error("commit-stuck", "commit of %s/%d held at %d by unacked offsets up to %d "
+                              "for %.0f s: fetching it again from %d", tp.topic, tp.partition,
+                              committed, lowest - 1, now - first, committed)
+            await compat.reseek(self.app, tp, committed)
+            self.stats.reseeks += 1
+            self._since.pop(tp, None)
+            healed.append(tp)
+        return healed
+
+
 class Ticker:
     """Broadcasts this worker's watermark to every job partition once a second, advances
     its own job partitions, and keeps the gate's targets and the consumer positions the
@@ -808,6 +853,7 @@ class Worker:
                              input_topics=self.input_topics, sched_topic=T("fl.sched"),
                              worker_id=self.worker_id)
         self.node_feed = RawFeed(maxsize=NODE_BUFFER)
+        self.commits = CommitWatch(app, self.node_feed, self.errors, stats)
         self._resolving: asyncio.Future | None = None
 
     # ---------------------------------------------------------- rebalance hooks
@@ -915,7 +961,8 @@ class Worker:
                      lagging=len(self.wms.lagging()), gated=len(self.job.gate.gated()),
                      uncovered=self.wms.uncovered, skewed=self.wms.skewed,
                      recovered=int(compat.recovered(self.app)), stale=self.node_feed.stale,
-                     generation=self.app.consumer_generation_id)
+                     generation=self.app.consumer_generation_id,
+                     spilled=js.stats.direct, oversize=js.oversize)
         return d
 
 
@@ -956,6 +1003,7 @@ def install(app: Any, settings: Settings) -> Worker:
     @app.timer(interval=TICK_S, name="faultline.tick")
     async def tick() -> None:
         await w.ticker.tick()  # type: ignore[union-attr]
+        await w.commits.check()
 
     @app.timer(interval=STATS_S, name="faultline.stats")
     async def log_stats() -> None:

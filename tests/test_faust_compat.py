@@ -330,3 +330,89 @@ async def test_fast_drain_keeps_the_seeked_offset_after_a_delivery_across_a_reba
     consumer.suspend_flow.clear()
     await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
     assert consumer._read_offset[tp] == 40
+
+
+async def test_fast_drain_delivers_no_stream_record_while_a_rebalance_is_under_way(app):
+    """Faust resumes the stream partitions before its seek to the committed offsets has
+    completed; a record delivered then was processed and acked while the commit bookkeeping
+    was reset under it (issue 14's stuck commits). It is dropped without touching the read
+    offset (the seek re-fetches it); a changelog record (table recovery) still flows."""
+    consumer = app.consumer
+    stream, changelog = TP("t.gpu", 0), TP("t.faultline-jobs-changelog", 0)
+    app.tables._changelogs[changelog.topic] = object()
+    delivered = []
+
+    class Fetcher:
+        _stopped = asyncio.Event()
+
+    async def callback(message):
+        delivered.append((message.topic, message.offset))
+
+    async def getmany(timeout):
+        for tp, off in ((stream, 41), (changelog, 7)):
+            yield tp, Msg(tp.topic, 0, off, tp=tp)
+        app.rebalancing = False                 # the seek is done
+        yield stream, Msg(stream.topic, 0, 40, tp=stream)
+        Fetcher._stopped.set()
+
+    consumer.callback, consumer.getmany = callback, getmany
+    consumer._read_offset[stream] = 40          # set by the seek to the committed offset
+    app.consumer_generation_id = 0
+    app.flow_control.resume()
+    consumer.suspend_flow.clear()
+    app.rebalancing = True
+    try:
+        await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
+    finally:
+        app.tables._changelogs.pop(changelog.topic, None)
+        app.rebalancing = False
+    assert delivered == [(changelog.topic, 7), (stream.topic, 40)]
+    assert consumer._read_offset[stream] == 40
+
+
+class _Consumer:
+    """The commit bookkeeping of a Faust consumer that CommitWatch reads, and its seek."""
+
+    def __init__(self) -> None:
+        self._acked, self._committed_offset, self._unacked_messages = {}, {}, set()
+        self.seeks = []
+
+    async def seek(self, tp, offset):
+        self.seeks.append((tp, offset))
+
+
+class _App:
+    def __init__(self) -> None:
+        self.consumer = _Consumer()
+        self.rebalancing, self.in_recovery = False, False
+
+        class _Rec:
+            completed = asyncio.Event()
+        _Rec.completed.set()
+
+        class _Tables:
+            recovery = _Rec
+        self.tables = _Tables
+
+
+async def test_commit_watch_refetches_a_partition_whose_commit_a_gap_holds():
+    from faultline.streams.agents import CommitWatch, RateLimitedLog, Stats
+
+    app, feed, stats = _App(), RawFeed(maxsize=10), Stats()
+    stuck, slow, fine = TP("t.gpu", 0), TP("t.net", 1), TP("t.hw", 2)
+    c = app.consumer
+    c._committed_offset.update({stuck: 100, slow: 50, fine: 10})
+    c._acked.update({stuck: [195, 196], slow: [60], fine: [10, 11]})
+    feed.items.append(Msg("t.net", 1, 55, tp=slow))       # still queued below the gap: not stuck
+    w = CommitWatch(app, feed, RateLimitedLog(logging.getLogger("t.commitwatch")), stats, after_s=20)
+    assert await w.check(now=1000.0) == [] and c.seeks == []
+    assert await w.check(now=1019.0) == []                 # not long enough yet
+    assert await w.check(now=1021.0) == [stuck] and c.seeks == [(stuck, 100)] and stats.reseeks == 1
+    c._committed_offset[stuck] = 197                       # healed: the commit moved on
+    c._acked[stuck] = [197]
+    feed.items.clear()
+    # nothing below the slow one's gap in flight any more, and it has been held since 1000
+    assert await w.check(now=1050.0) == [slow] and c.seeks[-1] == (slow, 50) and stats.reseeks == 2
+    app.rebalancing = True                                 # no verdict while a rebalance runs
+    c._committed_offset[fine], c._acked[fine] = 10, [30]
+    assert await w.check(now=1200.0) == [] and await w.check(now=1300.0) == []
