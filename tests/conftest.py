@@ -16,18 +16,30 @@
 
 Every test that uses ``kafka_bootstrap`` (directly or through ``settings``) is marked
 ``kafka`` automatically, so ``pytest -m "not kafka"`` runs without a broker.
+
+Parallel runs (``make test``: pytest-xdist, ``-n 2 --dist loadgroup``): each worker is its own
+session (its own broker, peers, ``tmp_path`` root). The scheduler of
+``pytest_xdist_make_scheduler`` groups the tests by ``xdist_group(nodeid)``: one group per
+shared machine resource (``slurm``: the real-jobs suite and every Slurm test; ``reliability``:
+the CPU-heavy trials, so two never compete), otherwise the test's module (its module fixtures
+and caches are built once, its tests keep their order); one group runs in one worker, and the
+longest groups go out first (``LONGEST_FIRST``). ``free_port`` hands each worker ports from its
+own slice below the kernel's ephemeral range, so two workers never get one port and no client
+socket takes it before the server binds it. ``pytest tests/x.py`` (no ``-n``) runs serially.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import socket
 import subprocess
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,10 +58,107 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.kafka)
 
 
+#: xdist groups sent to the workers first, longest first (measured serial seconds, 2-core box,
+#: 2026-12-01): a long group started last would finish alone; the rest follow in file order
+LONGEST_FIRST = ("reliability", "slurm", "tests/test_streams_judge.py")
+#: files besides tests/realjobs/ that start a Slurm cluster (tests/peers.py ``slurm_cluster``)
+SLURM_FILES = ("tests/test_collectors_slurm.py",)
+
+
+def xdist_group(nodeid: str) -> str:
+    """The xdist group of a test (by its node id): one group runs in one worker, in file order.
+
+    One group per shared machine resource, otherwise the test's module, so its module fixtures
+    and module-level caches are built once and its tests keep their order."""
+    path = nodeid.split("::", 1)[0]
+    # one Slurm at a time on the machine: every cluster's slurmd is this host's one node,
+    # and the real-jobs suite mounts tmpfs and fills all of its GPUs and CPUs
+    if path.startswith("tests/realjobs/") or path in SLURM_FILES:
+        return "slurm"
+    if path.startswith("tests/reliability/"):  # CPU-bound trials with time budgets: one at a time
+        return "reliability"
+    return path
+
+
+class _LongestFirst(OrderedDict):
+    """xdist's work queue (group -> tests), handing out ``LONGEST_FIRST`` groups first."""
+
+    def popitem(self, last: bool = True):
+        if last:
+            return super().popitem(last=True)
+        rank = {g: i for i, g in enumerate(LONGEST_FIRST)}
+        key = min(self, key=lambda k: rank.get(k, len(rank)))  # min keeps queue order on ties
+        return key, self.pop(key)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own (firstresult)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups of ``xdist_group``, computed here from the node ids.
+
+    Not ``xdist_group`` marks: xdist 3.8 turns them into a node-id suffix that pytest 9.2's
+    structured node ids drop (pytest-xdist#1386), so marked tests would spread over workers."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Scheduler(LoadGroupScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.workqueue = _LongestFirst()
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # an xdist_group mark (older pytest)
+                return super()._split_scope(nodeid)
+            return xdist_group(nodeid)
+
+    return Scheduler(config, log)
+
+
+#: first port of free_port's range; it ends below the kernel's ephemeral range, where client
+#: sockets (Kafka clients, HTTP) get their local ports from
+PORT_BASE = 20_000
+_handed_out: set[int] = set()
+_rng = random.Random()  # its own generator: a test seeding the global one must not pin our ports
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def _port_slice() -> range:
+    """This process's ports: the xdist worker's own slice of [PORT_BASE, ephemeral low)."""
+    lo, hi = PORT_BASE, _ephemeral_low()
+    if hi - lo < 1_000:  # an unusual ip_local_port_range: fall back to ports above it
+        lo, hi = 61_000, 65_535
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")        # gw0, gw1, ...
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    size = (hi - lo) // max(count, 1)
+    return range(lo + index * size, lo + (index + 1) * size)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 nothing is bound to, not handed out before by this process.
+
+    Not ``bind(0)``: the kernel picks those from the ephemeral range, so another xdist worker
+    could get the same one, or a client socket could take it in the seconds before a broker
+    binds it. Each worker draws from its own slice below that range (``_port_slice``)."""
+    ports = _port_slice()
+    for _ in range(200):
+        port = _rng.choice(ports)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free TCP port in {ports.start}-{ports.stop - 1} after 200 tries")
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -66,9 +175,7 @@ class Broker:
     def __init__(self, var: Path, port: int | None = None, controller_port: int | None = None) -> None:
         self.var = Path(var)
         self.port = port or free_port()
-        self.controller_port = controller_port or free_port()
-        while self.controller_port == self.port:
-            self.controller_port = free_port()
+        self.controller_port = controller_port or free_port()  # never == port (free_port)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.startup_s: float | None = None
 
