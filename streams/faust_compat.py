@@ -90,13 +90,16 @@ def fast_drain(consumer_cls: type) -> type:
     else runs on the loop between the check and the delivery); otherwise the original
     ``wait_first`` path runs. Offsets, acks and commits are Faust's, unchanged.
 
-    A record of a stream (non-changelog) partition fetched while a rebalance is under way
-    (``app.rebalancing``: from the revoke until the streams were sought to the committed
-    offsets) is not delivered, and its read offset is not set: Faust resumes the stream
-    partitions *before* that seek completes, so such a record would be processed and
-    acked in a window where the commit bookkeeping is reset under it (a commit computed
-    then pops acks the seek reverts: the partition's commit stayed behind a gap for good,
-    issue 14's stuck commits); the seek re-fetches it.
+    A record of a stream (non-changelog) partition fetched before a seek that completed
+    (or began) after it was fetched is neither delivered nor recorded as read: Faust
+    resumes the stream partitions *before* its seek to the committed offsets completes
+    (``perform_seek`` at the end of a rebalance), and such a record, delivered after the
+    seek, set the read offset past the records the seek re-fetches: those were skipped,
+    never acked, and the partition's commit stayed behind them for good (issue 14's stuck
+    commits; a commit computed in that window also popped acks the seek then reverted).
+    The seek re-fetches it. Every seek counts in ``_faultline_seeks`` (before and after).
+    A record is never dropped otherwise: a drop followed by a later record would be an
+    offset gap, which Faust treats as acked (a loss).
     """
     if getattr(consumer_cls, "_faultline_fast_drain", False):
         return consumer_cls
@@ -121,12 +124,14 @@ def fast_drain(consumer_cls: type) -> type:
         tp_index = self.app.topics._tp_index
         app = self.app
         tables = app.tables
+        seeks = self._faultline_seek_count
         yield_every = 100
         num_since_yield = 0
         sleep = asyncio.sleep
         try:
             while not (consumer_should_stop() or fetcher_should_stop()):
                 set_flag(CONSUMER_FETCHING)
+                fetched_at = seeks()
                 ait = getmany(timeout=1.0)
                 await self.sleep(0)
                 if not self.should_stop:
@@ -136,8 +141,8 @@ def fast_drain(consumer_cls: type) -> type:
                             await sleep(0)
                             num_since_yield = 0
                         offset = message.offset
-                        if app.rebalancing and message.topic not in tables.changelog_topics:
-                            continue   # re-fetched after the seek to the committed offset (doc)
+                        if fetched_at != seeks() and message.topic not in tables.changelog_topics:
+                            continue   # fetched before a seek: re-fetched after it (doc)
                         r_offset = get_read_offset(tp)
                         if r_offset is None or offset >= r_offset:
                             gap = offset - (r_offset or 0)
@@ -158,7 +163,7 @@ def fast_drain(consumer_cls: type) -> type:
                             # Setting the old offset now would make every re-fetched record
                             # below it look already read: never delivered, never acked, the
                             # commit stuck at that gap for good. The seek set it already.
-                            if message.generation_id == app.consumer_generation_id:
+                            if message.generation_id == app.consumer_generation_id and fetched_at == seeks():
                                 set_read_offset(tp, offset)
                     unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
@@ -177,8 +182,27 @@ def fast_drain(consumer_cls: type) -> type:
         finally:
             unset_flag(CONSUMER_FETCHING)
 
+    async def perform_seek(self: Any) -> None:
+        self._faultline_seeks += 1
+        try:
+            await consumer_cls.perform_seek(self)
+        finally:
+            self._faultline_seeks += 1
+
+    async def seek(self: Any, partition: Any, offset: int) -> None:
+        self._faultline_seeks += 1
+        try:
+            await consumer_cls.seek(self, partition, offset)
+        finally:
+            self._faultline_seeks += 1
+
+    def _faultline_seek_count(self: Any) -> int:
+        return self._faultline_seeks
+
     return type(consumer_cls.__name__, (consumer_cls,),
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
+                 "_faultline_seeks": 0, "perform_seek": perform_seek, "seek": seek,
+                 "_faultline_seek_count": _faultline_seek_count,
                  "__module__": consumer_cls.__module__})
 
 
