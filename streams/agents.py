@@ -962,7 +962,8 @@ class Worker:
                      uncovered=self.wms.uncovered, skewed=self.wms.skewed,
                      recovered=int(compat.recovered(self.app)), stale=self.node_feed.stale,
                      generation=self.app.consumer_generation_id,
-                     spilled=js.stats.direct, oversize=js.oversize)
+                     spilled=js.stats.direct, oversize=js.oversize,
+                     refetches=getattr(self.app.consumer, "_faultline_refetches", 0))
         return d
 
 

@@ -100,6 +100,12 @@ def fast_drain(consumer_cls: type) -> type:
     The seek re-fetches it. Every seek counts in ``_faultline_seeks`` (before and after).
     A record is never dropped otherwise: a drop followed by a later record would be an
     offset gap, which Faust treats as acked (a loss).
+
+    Faust adds every offset jump to a partition's acked offsets (a compacted or
+    transactional topic has holes). faultline's stream topics have none, so a jump there
+    means records were fetched and never delivered: the partition is fetched again from
+    the read offset, once per jump target (the same jump again, e.g. retention deleted the
+    records, is taken as Faust takes it), and ``_faultline_refetches`` counts it.
     """
     if getattr(consumer_cls, "_faultline_fast_drain", False):
         return consumer_cls
@@ -125,6 +131,7 @@ def fast_drain(consumer_cls: type) -> type:
         app = self.app
         tables = app.tables
         seeks = self._faultline_seek_count
+        refetched: dict[Any, int] = {}
         yield_every = 100
         num_since_yield = 0
         sleep = asyncio.sleep
@@ -147,6 +154,15 @@ def fast_drain(consumer_cls: type) -> type:
                         if r_offset is None or offset >= r_offset:
                             gap = offset - (r_offset or 0)
                             if gap > 1 and r_offset:
+                                if message.topic not in tables.changelog_topics and refetched.get(tp) != offset:
+                                    # (the read offset is the last delivered record, or after a
+                                    # seek the next to read: from it, one record too many at worst)
+                                    refetched[tp] = offset
+                                    self._faultline_refetches += 1
+                                    self.log.warning("records %d-%d of %s were fetched but never delivered: "
+                                                     "fetching them again", r_offset + 1, offset - 1, tp)
+                                    await self.seek(tp, r_offset)   # the rest of this batch is dropped
+                                    continue
                                 if acks_enabled_for(message.topic):
                                     await self._add_gap(tp, r_offset + 1, offset)
                             if commit_every is not None and self._n_acked >= commit_every:
@@ -201,7 +217,7 @@ def fast_drain(consumer_cls: type) -> type:
 
     return type(consumer_cls.__name__, (consumer_cls,),
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
-                 "_faultline_seeks": 0, "perform_seek": perform_seek, "seek": seek,
+                 "_faultline_seeks": 0, "_faultline_refetches": 0, "perform_seek": perform_seek, "seek": seek,
                  "_faultline_seek_count": _faultline_seek_count,
                  "__module__": consumer_cls.__module__})
 

@@ -428,3 +428,52 @@ async def test_commit_watch_refetches_a_partition_whose_commit_a_gap_holds():
     app.rebalancing = True                                 # no verdict while a rebalance runs
     c._committed_offset[fine], c._acked[fine] = 10, [30]
     assert await w.check(now=1200.0) == [] and await w.check(now=1300.0) == []
+
+
+async def test_fast_drain_refetches_records_a_jump_skipped(app, monkeypatch):
+    """faultline's stream topics have no offset holes: a jump means records were fetched and
+    never delivered (Faust would add them to the acked offsets: lost). The partition is
+    fetched again from the first missing one; a second jump at the same place is taken as
+    Faust takes it (a gap), so a real hole (retention) cannot loop."""
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+    delivered, seeks, gaps = [], [], []
+
+    class Fetcher:
+        _stopped = asyncio.Event()
+
+    async def callback(message):
+        delivered.append(message.offset)
+
+    async def _seek(partition, offset):
+        seeks.append((partition, offset))
+
+    async def _add_gap(partition, a, b):
+        gaps.append((a, b))
+
+    async def drain(batches):
+        calls = []
+
+        async def getmany(timeout):
+            calls.append(1)
+            for off in batches[len(calls) - 1]:
+                yield tp, Msg(tp.topic, 0, off, tp=tp)
+            if len(calls) == len(batches):
+                Fetcher._stopped.set()
+        consumer.getmany = getmany
+        Fetcher._stopped = asyncio.Event()
+        await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
+
+    consumer.callback, consumer._seek, consumer._add_gap = callback, _seek, _add_gap
+    monkeypatch.setattr(app.topics, "acks_enabled_for", lambda topic: True)   # a subscribed topic
+    consumer._read_offset[tp] = 40
+    app.consumer_generation_id = 0
+    app.flow_control.resume()
+    consumer.suspend_flow.clear()
+    n = consumer._faultline_refetches
+    await drain([(40, 45, 46), (40, 41, 42, 43, 44, 45, 46)])  # 41-44 skipped; then the re-fetch
+    assert seeks == [(tp, 40)] and delivered == [40, 40, 41, 42, 43, 44, 45, 46] and gaps == []   # 40 twice: harmless
+    assert consumer._faultline_refetches == n + 1
+    seeks.clear(), delivered.clear()
+    await drain([(50,), (46, 50, 51)])                          # 47-49 gone for good (retention)
+    assert seeks == [(tp, 46)] and gaps == [(47, 50)] and delivered == [46, 50, 51]
