@@ -24,8 +24,9 @@ from .sources import Source
 log = logging.getLogger("faultline.metrics")
 
 #: a scrape waits at most this long for the sources' refresh (offsets from the broker); a
-#: source that does not answer in time is served with its last values and counted
-REFRESH_TIMEOUT_S = 3.0
+#: refresh still running then goes on in the background (one per source at a time), the
+#: scrape serves the source's last values and counts it (Prometheus' scrape timeout: 10 s)
+REFRESH_TIMEOUT_S = 0.5
 #: a failing refresh is logged at most once per this many seconds per source
 LOG_EVERY_S = 60.0
 
@@ -38,6 +39,7 @@ class Metrics:
         self.sources: list[Source] = []
         self.errors: dict[str, int] = {}
         self._logged: dict[str, float] = {}
+        self._running: dict[int, asyncio.Future[None]] = {}
         self.registry.register(_Self(self))
         if process:   # process_cpu_seconds_total, process_resident_memory_bytes, ...
             ProcessCollector(registry=self.registry)
@@ -51,16 +53,20 @@ class Metrics:
         await asyncio.gather(*(self._refresh(s, timeout_s) for s in self.sources))
 
     async def _refresh(self, source: Source, timeout_s: float) -> None:
+        task = self._running.get(id(source))
+        if task is None or task.done():
+            task = self._running[id(source)] = asyncio.ensure_future(source.refresh())
         try:
-            await asyncio.wait_for(source.refresh(), timeout_s)
+            await asyncio.wait_for(asyncio.shield(task), timeout_s)
         except Exception as err:  # noqa: BLE001 - a scrape never fails on one source: last values
             name = type(source).__name__
             self.errors[name] = self.errors.get(name, 0) + 1
             now = time.monotonic()
             if now - self._logged.get(name, -1e18) >= LOG_EVERY_S:
                 self._logged[name] = now
-                log.warning("metrics: refreshing %s failed (%s: %s); serving its last values",
-                            name, type(err).__name__, str(err)[:200] or "timed out")
+                what = "is slower than" if isinstance(err, asyncio.TimeoutError) else "failed within"
+                log.warning("metrics: refreshing %s %s %.1f s (%s: %s); serving its last values",
+                            name, what, timeout_s, type(err).__name__, str(err)[:200])
 
     async def render(self) -> bytes:
         """The Prometheus text exposition, after a bounded refresh."""

@@ -96,6 +96,59 @@ class Lag:
             yield at
 
 
+class GroupOffsets:
+    """A group's committed offsets and the partitions' start and end offsets, fetched with
+    clients of its own (an admin client and a group-less consumer, started on first use):
+    three requests per refresh whatever the partition count, and the component's own
+    consumer is never asked (the worker's lives on Faust's consumer thread)."""
+
+    def __init__(self, settings: Any, group: str) -> None:
+        self.settings = settings
+        self.group = group
+        self._admin: Any = None
+        self._consumer: Any = None
+
+    async def _clients(self) -> tuple[Any, Any]:
+        if self._admin is None:
+            from aiokafka import AIOKafkaConsumer
+            from aiokafka.admin import AIOKafkaAdminClient
+
+            kw = self.settings.kafka_kwargs()
+            admin = AIOKafkaAdminClient(**kw, request_timeout_ms=10_000)
+            consumer = AIOKafkaConsumer(**kw, group_id=None, enable_auto_commit=False)
+            await admin.start()
+            try:
+                await consumer.start()
+            except BaseException:
+                await admin.close()
+                raise
+            self._admin, self._consumer = admin, consumer
+        return self._admin, self._consumer
+
+    async def fetch(self, tps: list[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
+        """(end offsets, committed offsets) of ``tps``; a partition the group never
+        committed gets its log start offset (where the group starts reading it)."""
+        from aiokafka import TopicPartition
+
+        admin, consumer = await self._clients()
+        want = [TopicPartition(t, p) for t, p in tps]
+        ends = await consumer.end_offsets(want)
+        meta = await admin.list_consumer_group_offsets(self.group, partitions=want)
+        done = {tp: m.offset for tp, m in meta.items() if m is not None and m.offset >= 0}
+        missing = [tp for tp in want if tp not in done]
+        if missing:
+            done.update(await consumer.beginning_offsets(missing))
+        key = lambda tp: (tp.topic, tp.partition)  # noqa: E731
+        return {key(tp): int(v) for tp, v in ends.items()}, {key(tp): int(v) for tp, v in done.items()}
+
+    async def close(self) -> None:
+        admin, consumer, self._admin, self._consumer = self._admin, self._consumer, None, None
+        if consumer is not None:
+            await consumer.stop()
+        if admin is not None:
+            await admin.close()
+
+
 # ------------------------------------------------------------------ worker
 class WorkerSource:
     """The analysis worker (``streams.agents.Worker``): ``Stats``, ``Stats.counts``
@@ -104,22 +157,17 @@ class WorkerSource:
     def __init__(self, worker: Any) -> None:
         self.worker = worker
         self.app = worker.app
-        self.lag = Lag(str(self.app.conf.id))
+        group = str(self.app.conf.id)
+        self.lag = Lag(group)
+        self.offsets = GroupOffsets(self.app.faultline_settings, group)
         self.topics = set(worker.input_topics) | {worker.jobs_in}
 
     async def refresh(self) -> None:
+        """The group's offsets on the partitions this worker owns now."""
         from ..streams import faust_compat as compat
 
-        app = self.app
-        tps = sorted(tp for tp in compat.assigned_actives(app) if tp[0] in self.topics)
-        if not tps:
-            self.lag.set({}, {})
-            return
-        ends = await compat.end_offsets(app, tps)
-        done = {tp: v for tp, v in (await compat.committed(app, tps)).items() if v is not None}
-        missing = [tp for tp in tps if tp not in done]
-        if missing:   # never committed: the group starts at the log start
-            done.update(await compat.beginning_offsets(app, missing))
+        tps = sorted(tp for tp in compat.assigned_actives(self.app) if tp[0] in self.topics)
+        ends, done = await self.offsets.fetch(tps) if tps else ({}, {})
         self.lag.set(ends, done)
 
     def collect(self) -> Iterator[Metric]:
@@ -168,26 +216,14 @@ class SinkSource:
     def __init__(self, sink: Any) -> None:
         self.sink = sink
         self.lag = Lag(sink.group_id)
+        self.offsets = GroupOffsets(sink.settings, sink.group_id)
 
     async def refresh(self) -> None:
+        """The group's offsets on the partitions this sink owns now."""
         c = self.sink.consumer
-        if c is None:
-            return
-        tps = sorted(c.assignment())
-        if not tps:
-            self.lag.set({}, {})
-            return
-        ends = await c.end_offsets(tps)
-        done: dict[Any, int] = {}
-        for tp in tps:
-            off = await c.committed(tp)
-            if off is not None:
-                done[tp] = off
-        missing = [tp for tp in tps if tp not in done]
-        if missing:
-            done.update(await c.beginning_offsets(missing))
-        key = lambda tp: (tp.topic, tp.partition)  # noqa: E731
-        self.lag.set({key(tp): v for tp, v in ends.items()}, {key(tp): v for tp, v in done.items()})
+        tps = sorted((tp.topic, tp.partition) for tp in c.assignment()) if c is not None else []
+        ends, done = await self.offsets.fetch(tps) if tps else ({}, {})
+        self.lag.set(ends, done)
 
     def collect(self) -> Iterator[Metric]:
         s = self.sink
