@@ -97,3 +97,22 @@ def test_gzip_and_byte_order_mark(tmp_path, capsysbinary):
     assert main(["diagnose", str(g), "--json"]) == 0
     out, err = capsysbinary.readouterr()
     assert out == want and b"2 invalid line(s)" in err   # the BOM did not cost the first line
+
+
+def test_events_out_of_time_order_beyond_lateness_are_reported(tmp_path, capsysbinary):
+    """A file whose events are further out of order than the lateness bound is diagnosed
+    anyway, and stderr says how many came late and what to do (the worker orders by event
+    time across partitions, so its incidents may differ around them)."""
+    sim = gpu_fault_on_n2()
+    evs = sorted(sim.events, key=lambda e: e["ts"])
+    p = tmp_path / "ordered.jsonl"
+    p.write_bytes(b"\n".join(orjson.dumps(e) for e in evs) + b"\n")
+    assert main(["diagnose", str(p), "--json"]) == 0
+    assert b"came after event time" not in capsysbinary.readouterr().err
+    half = len(evs) // 2      # the first half after the second (a blank line ends a read batch,
+    p.write_bytes(b"\n".join(orjson.dumps(e) for e in evs[half:]) + b"\n\n"   # as 1 MiB would)
+                  + b"\n".join(orjson.dumps(e) for e in evs[:half]) + b"\n")
+    assert main(["diagnose", str(p), "--json"]) == 0
+    err = capsysbinary.readouterr().err.decode()
+    n = int(err.split("faultline diagnose: ", 1)[1].split(" ", 1)[0])
+    assert 0 < n <= len(evs) // 2 and "--lateness-ms" in err and "time order" in err

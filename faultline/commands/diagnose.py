@@ -172,6 +172,12 @@ def run(args: argparse.Namespace) -> int:
             for a in eng.alerts():
                 print(f"ALERT {show_ms(a.ts)} {a.severity:<8} {a.detector:<16} {a.subject or ''}: {a.summary}")
     st = eng.stats
+    if st.late:
+        print(f"faultline diagnose: {st.late} event(s) came after event time had passed them (more "
+              f"than the lateness bound of {eng.cfg.lateness_ms} ms out of order): applied late, so "
+              "stall and window decisions around them may differ from the worker's, which orders "
+              "by event time across partitions; give the events in time order, or a larger "
+              "--lateness-ms", file=sys.stderr)
     if st.invalid:
         print(f"faultline diagnose: {st.invalid} invalid line(s) skipped:", file=sys.stderr)
         for pos, reason in eng.errors[:20]:
