@@ -97,7 +97,9 @@ def fast_drain(consumer_cls: type) -> type:
     seek, set the read offset past the records the seek re-fetches: those were skipped,
     never acked, and the partition's commit stayed behind them for good (issue 14's stuck
     commits; a commit computed in that window also popped acks the seek then reverted).
-    The seek re-fetches it. Every seek counts in ``_faultline_seeks`` (before and after).
+    The seek re-fetches it. Seeks are numbered (``_faultline_seq``, taken before and after
+    each one), per partition and for all of them (``perform_seek``): only the records of a
+    partition sought after their fetch are dropped.
     A record is never dropped otherwise: a drop followed by a later record would be an
     offset gap, which Faust treats as acked (a loss).
 
@@ -130,7 +132,7 @@ def fast_drain(consumer_cls: type) -> type:
         tp_index = self.app.topics._tp_index
         app = self.app
         tables = app.tables
-        seeks = self._faultline_seek_count
+        sought_after = self._faultline_sought_after
         refetched: dict[Any, int] = {}
         yield_every = 100
         num_since_yield = 0
@@ -138,7 +140,7 @@ def fast_drain(consumer_cls: type) -> type:
         try:
             while not (consumer_should_stop() or fetcher_should_stop()):
                 set_flag(CONSUMER_FETCHING)
-                fetched_at = seeks()
+                fetched_at = self._faultline_seq
                 ait = getmany(timeout=1.0)
                 await self.sleep(0)
                 if not self.should_stop:
@@ -148,7 +150,8 @@ def fast_drain(consumer_cls: type) -> type:
                             await sleep(0)
                             num_since_yield = 0
                         offset = message.offset
-                        if fetched_at != seeks() and message.topic not in tables.changelog_topics:
+                        stale = sought_after(tp, fetched_at)
+                        if stale and message.topic not in tables.changelog_topics:
                             continue   # fetched before a seek: re-fetched after it (doc)
                         r_offset = get_read_offset(tp)
                         if r_offset is None or offset >= r_offset:
@@ -179,7 +182,7 @@ def fast_drain(consumer_cls: type) -> type:
                             # Setting the old offset now would make every re-fetched record
                             # below it look already read: never delivered, never acked, the
                             # commit stuck at that gap for good. The seek set it already.
-                            if message.generation_id == app.consumer_generation_id and fetched_at == seeks():
+                            if message.generation_id == app.consumer_generation_id and not sought_after(tp, fetched_at):
                                 set_read_offset(tp, offset)
                     unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
@@ -198,27 +201,41 @@ def fast_drain(consumer_cls: type) -> type:
         finally:
             unset_flag(CONSUMER_FETCHING)
 
+    def _mark(self: Any, tp: Any) -> None:
+        self._faultline_seq += 1
+        if tp is None:
+            self._faultline_sought_all = self._faultline_seq
+        else:
+            if "_faultline_sought" not in self.__dict__:
+                self._faultline_sought = {}
+            self._faultline_sought[tp] = self._faultline_seq
+
     async def perform_seek(self: Any) -> None:
-        self._faultline_seeks += 1
+        _mark(self, None)
         try:
             await consumer_cls.perform_seek(self)
         finally:
-            self._faultline_seeks += 1
+            _mark(self, None)
 
     async def seek(self: Any, partition: Any, offset: int) -> None:
-        self._faultline_seeks += 1
+        from faust.transport.consumer import ensure_TP
+
+        tp = ensure_TP(partition)
+        _mark(self, tp)
         try:
             await consumer_cls.seek(self, partition, offset)
         finally:
-            self._faultline_seeks += 1
+            _mark(self, tp)
 
-    def _faultline_seek_count(self: Any) -> int:
-        return self._faultline_seeks
+    def _faultline_sought_after(self: Any, tp: Any, seq: int) -> bool:
+        """Whether ``tp`` (or every partition) was sought after sequence number ``seq``."""
+        return self._faultline_sought_all > seq or self._faultline_sought.get(tp, 0) > seq
 
     return type(consumer_cls.__name__, (consumer_cls,),
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
-                 "_faultline_seeks": 0, "_faultline_refetches": 0, "perform_seek": perform_seek, "seek": seek,
-                 "_faultline_seek_count": _faultline_seek_count,
+                 "_faultline_seq": 0, "_faultline_sought_all": 0, "_faultline_sought": {},
+                 "_faultline_refetches": 0, "perform_seek": perform_seek, "seek": seek,
+                 "_faultline_sought_after": _faultline_sought_after,
                  "__module__": consumer_cls.__module__})
 
 

@@ -353,7 +353,8 @@ async def test_fast_drain_drops_stream_records_fetched_before_a_seek(app):
         calls.append(1)
         if len(calls) == 1:                        # fetched before the seek
             yield stream, Msg(stream.topic, 0, 90, tp=stream)
-            consumer._faultline_seeks += 2         # the seek to the committed offset (40) ran
+            consumer._faultline_seq += 2           # the seek to the committed offsets (40) ran
+            consumer._faultline_sought_all = consumer._faultline_seq
             consumer._read_offset[stream] = 40
             for tp, off in ((stream, 91), (changelog, 7), (stream, 92)):
                 yield tp, Msg(tp.topic, 0, off, tp=tp)
@@ -374,12 +375,18 @@ async def test_fast_drain_drops_stream_records_fetched_before_a_seek(app):
     assert consumer._read_offset[stream] == 41
 
 
-async def test_seeks_are_counted(app):
+async def test_a_seek_marks_its_partition_only(app):
+    """A seek of one partition (a re-fetch) makes only that partition's already fetched
+    records stale: marking every partition made each re-fetch drop the other partitions'
+    records, whose offsets then jumped, a cascade of re-fetches and then gaps (a loss)."""
     consumer = app.consumer
-    n = consumer._faultline_seek_count()
-    consumer._seek = lambda *a: asyncio.sleep(0)   # no broker: the count is what is checked
-    await consumer.seek(TP("t.gpu", 0), 5)
-    assert consumer._faultline_seek_count() == n + 2 and consumer._read_offset[TP("t.gpu", 0)] == 5
+    a, b = TP("t.gpu", 0), TP("t.gpu", 1)
+    consumer._seek = lambda *x: asyncio.sleep(0)   # no broker: the bookkeeping is what is checked
+    before = consumer._faultline_seq
+    await consumer.seek(a, 5)
+    assert consumer._read_offset[a] == 5
+    assert consumer._faultline_sought_after(a, before) and not consumer._faultline_sought_after(b, before)
+    assert not consumer._faultline_sought_after(a, consumer._faultline_seq)
 
 
 class _Consumer:
