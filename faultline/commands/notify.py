@@ -42,10 +42,12 @@ def run(args: argparse.Namespace) -> int:
     from ..notify.config import NotifySettings
     from ..notify.service import Notifier, notify_group_id
 
+    from .worker import prepare
+
     try:
-        settings = config.load(args.config)
-        ns = NotifySettings.from_settings(settings, alertmanager_url=args.alertmanager, webhook_url=args.webhook,
-                                          webhook_format=args.webhook_format)
+        ns = NotifySettings.from_settings(config.load(args.config), alertmanager_url=args.alertmanager,
+                                          webhook_url=args.webhook, webhook_format=args.webhook_format)
+        settings = prepare(args)   # creates missing contract topics, as the worker does (never auto-created)
     except config.ConfigError as e:
         raise CliError(str(e)) from None
     level = (args.loglevel or settings.log_level or "info").upper()

@@ -338,7 +338,10 @@ class AlertBook:
         ie = IncEntry(inc, am, old.seen_ms if old is not None else now_ms, keep_until)
         if old is not None and not old.alert.resolved(now_ms):
             if am.resolved(now_ms):
-                d.extend(self._resolved(old.alert, "incident", old.notified, now_ms))
+                d.extend(self._resolved(old.alert, "incident", False, now_ms))
+                if not old.notified:        # closed before its notice went out: still say it happened
+                    d.notices.append(Notice(status="firing", kind="incident", alert=old.alert))
+                d.notices.append(Notice(status="resolved", kind="incident", alert=am))
             elif old.alert.fingerprint() != am.fingerprint():
                 # a revision with another root cause: a new Alertmanager alert (the old label set
                 # resolves there); the webhook gets a new firing notice, no resolved one
