@@ -121,7 +121,10 @@ async def test_only_changes_requeue_and_restart_from_state_file(tmp_path):
 
 @pytest.mark.slow
 async def test_real_slurm_job_endings(slurm_cluster, tmp_path):
-    """ok / exit 3 / killed by SIGKILL / time limit (whole minutes: ~80 s) / requeue, plus a drained node."""
+    """ok / exit 3 / killed by SIGKILL / time limit / requeue, plus a drained node. The time
+    limit is whole minutes (``--time=1``); once the job runs it is brought forward with
+    ``scontrol update EndTime=``, so slurmctld's next time-limit scan (every 30 s) ends it
+    TIMEOUT instead of one or two scans later."""
     cl = slurm_cluster
     jobs = {
         "ok": cl.sbatch("-J", "fl-ok", "--gres=gpu:2", "--wrap", "sleep 1"),
@@ -133,11 +136,16 @@ async def test_real_slurm_job_endings(slurm_cluster, tmp_path):
     col = SlurmCollector(state_file=tmp_path / "slurm.json", env={**__import__("os").environ, **cl.env}, use_sacct=False)
     events = []
     requeued = drained = False
+    limit_s = None  # the timeout job's EndTime, epoch s
     t0 = time.monotonic()
     try:
         while time.monotonic() - t0 < 170:
             events += await col.collect()
             by = {(e.job, e.data.state, e.data.attempt) for e in events if e.kind == "sched.job"}
+            if limit_s is None and (jobs["timeout"], "running", 0) in by:
+                limit_s = int(time.time()) + 2  # slurmctld refuses an EndTime in the past
+                cl.run("scontrol", "update", f"JobId={jobs['timeout']}",
+                       "EndTime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(limit_s)))
             if not requeued and (jobs["requeue"], "running", 0) in by:
                 cl.run("scontrol", "requeue", jobs["requeue"])
                 requeued = True
@@ -173,7 +181,8 @@ async def test_real_slurm_job_endings(slurm_cluster, tmp_path):
     k = final("killed")[-1]
     assert (k.data.state, k.data.exit_code, k.data.signal) == ("failed", None, 9)
     to = final("timeout")[-1]
-    assert (to.data.state, to.data.signal) == ("timeout", 15) and to.data.end_ts - to.data.start_ts >= 60_000
+    # ended by the limit, not before it: Slurm's EndTime is the scan that found it reached
+    assert (to.data.state, to.data.signal) == ("timeout", 15) and to.data.end_ts >= limit_s * 1000, (to, limit_s)
     rq = [(e.data.state, e.data.attempt) for e in final("requeue")]
     assert rq[:2] == [("pending", 0), ("running", 0)] or rq[0] == ("running", 0)
     assert rq[-3:] == [("requeued", 0), ("pending", 1), ("cancelled", 1)]
