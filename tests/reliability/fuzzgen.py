@@ -435,7 +435,9 @@ def diagnose(settings, lines: list[bytes], workdir) -> dict[str, dict]:
     from pathlib import Path
 
     path = Path(workdir) / "valid.jsonl"
-    ordered = sorted(lines, key=lambda b: orjson.loads(b)["ts"])   # stable: equal ts keep their order
+    from faultline.schemas.codec import decode   # the contract's decoder: hostile numbers (1e400) are valid
+
+    ordered = sorted(lines, key=lambda b: decode(b).ts)   # stable: equal ts keep their order
     path.write_bytes(b"\n".join(ordered) + b"\n")
     p = faultline(settings, "diagnose", str(path), "--json")
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-2000:]
