@@ -84,7 +84,8 @@ def test_docs_list_every_series_and_the_rules_use_real_ones(offline, tmp_path):
     import subprocess
     from pathlib import Path
 
-    from faultline.metrics import SpoolSource
+    from faultline.metrics import CollectorsSource, SpoolSource
+    from faultline.producers.collectors.prometheus import PrometheusCollector
     from faultline.producers.spool import SpoolingPublisher
     from faultline.sinks import SinkWriter, open_store
     from faultline.streams.app import create_app
@@ -100,6 +101,7 @@ def test_docs_list_every_series_and_the_rules_use_real_ones(offline, tmp_path):
         m.add(wsrc)
         m.add(SinkSource(SinkConsumer(offline, SinkWriter(store), group_id="g")))
         m.add(SpoolSource(SpoolingPublisher(offline)))
+        m.add(CollectorsSource([PrometheusCollector(["http://127.0.0.1:1/metrics"], "n1")]))
         text = generate_latest(m.registry).decode()
     finally:
         store.close()
@@ -116,3 +118,21 @@ def test_docs_list_every_series_and_the_rules_use_real_ones(offline, tmp_path):
         p = subprocess.run([promtool, "check", what, str(root / "infra/prometheus" / path)],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+async def test_collectors_source_counts_a_real_collectors_errors():
+    """The node agent's prometheus collector against an exporter that is not there: its
+    scrape errors are what /metrics says."""
+    from faultline.metrics import CollectorsSource
+    from faultline.producers.collectors.prometheus import PrometheusCollector
+
+    c = PrometheusCollector(["http://127.0.0.1:1/metrics", "http://127.0.0.1:1/other"], "n1", timeout_s=2)
+    try:
+        assert await c.collect() == []
+    finally:
+        await c.close()
+    m = Metrics(process=False)
+    m.add(CollectorsSource([c]))
+    got = samples((await m.render()).decode())
+    assert got[("faultline_collector_stats_total", (("collector", c.name), ("stat", "scrape_errors")))] == 2
+    assert got[("faultline_collector_stats_total", (("collector", c.name), ("stat", "scrapes")))] == 0

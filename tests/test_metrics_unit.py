@@ -171,6 +171,9 @@ async def test_a_source_that_cannot_refresh_is_served_with_its_last_values():
             if self.n > 1:
                 await asyncio.sleep(60)
 
+        async def close(self):
+            self.closed = True
+
         def collect(self):
             from prometheus_client.core import GaugeMetricFamily
 
@@ -185,3 +188,7 @@ async def test_a_source_that_cannot_refresh_is_served_with_its_last_values():
     got = samples(generate_latest(m.registry).decode())
     assert got[("faultline_t", ())] == 2   # collected all the same
     assert got[("faultline_metrics_refresh_errors_total", (("source", "Stuck"),))] == 1
+    running = list(m._running.values())
+    await m.close()                                # the app's shutdown: the slow refresh goes
+    await asyncio.sleep(0)
+    assert m.sources[0].closed and all(t.cancelled() for t in running)

@@ -40,6 +40,7 @@ class Metrics:
         self.errors: dict[str, int] = {}
         self._logged: dict[str, float] = {}
         self._running: dict[int, asyncio.Future[None]] = {}
+        self._on_shutdown: Any = None   # the app signal's receiver (kept: it may be held weakly)
         self.registry.register(_Self(self))
         if process:   # process_cpu_seconds_total, process_resident_memory_bytes, ...
             ProcessCollector(registry=self.registry)
@@ -68,6 +69,17 @@ class Metrics:
                 log.warning("metrics: refreshing %s %s %.1f s (%s: %s); serving its last values",
                             name, what, timeout_s, type(err).__name__, str(err)[:200])
 
+    async def close(self) -> None:
+        """Close the sources' clients (the app's shutdown); a refresh in flight is cancelled."""
+        for task in self._running.values():
+            task.cancel()
+        for source in self.sources:
+            try:
+                await source.close()
+            except Exception as err:  # noqa: BLE001 - shutting down: say it, go on
+                log.warning("metrics: closing %s failed: %s: %s", type(source).__name__,
+                            type(err).__name__, err)
+
     async def render(self) -> bytes:
         """The Prometheus text exposition, after a bounded refresh."""
         await self.refresh()
@@ -91,8 +103,14 @@ def metrics_of(app: Any) -> Metrics:
     """The ``Metrics`` of a Faust app (created on first use, kept as ``app.faultline_metrics``)."""
     m = getattr(app, "faultline_metrics", None)
     if m is None:
-        m = Metrics()
-        app.faultline_metrics = m
+        m = app.faultline_metrics = Metrics()
+        shutdown = getattr(app, "on_before_shutdown", None)
+        if shutdown is not None:
+            async def _close(sender: Any, **kw: Any) -> None:
+                await m.close()
+
+            shutdown.connect(_close)
+            m._on_shutdown = _close
     return m
 
 

@@ -2,9 +2,10 @@
 component keeps anyway, at scrape time, and yields metric families. Nothing here is on a
 component's hot path.
 
-A source is anything with ``collect()`` (prometheus_client's collector protocol) and an
-async ``refresh()`` the exposition awaits before a scrape (offsets need the broker: the
-consumer lag is fetched there, bounded by ``registry.REFRESH_TIMEOUT_S``).
+A source is anything with ``collect()`` (prometheus_client's collector protocol), an async
+``refresh()`` the exposition awaits before a scrape (offsets need the broker: the consumer
+lag is fetched there, bounded by ``registry.REFRESH_TIMEOUT_S``) and an async ``close()``
+(its clients, at the app's shutdown).
 
 - ``WorkerSource(worker)``  ``streams.agents.Worker``: events, dead letters, alerts,
   incidents, batches, state sizes, and the lag of the worker's group on the partitions it owns.
@@ -12,6 +13,8 @@ consumer lag is fetched there, bounded by ``registry.REFRESH_TIMEOUT_S``).
   store rows by table, flush latency, store failures, the sink group's lag.
 - ``SpoolSource(publisher)`` ``producers.spool.SpoolingPublisher``: spool depth (bytes), records
   spooled / sent / dropped / set aside, broker connection.
+- ``CollectorsSource(collectors)`` the node agent's collectors: each one's ``stats`` counters
+  (scrape errors, lines, rate-limited, ...).
 
 Every series is listed in docs/metrics.md.
 """
@@ -35,6 +38,8 @@ class Source(Protocol):
     def collect(self) -> Iterable[Metric]: ...
 
     async def refresh(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 # ------------------------------------------------------------------ family helpers
@@ -170,6 +175,9 @@ class WorkerSource:
         ends, done = await self.offsets.fetch(tps) if tps else ({}, {})
         self.lag.set(ends, done)
 
+    async def close(self) -> None:
+        await self.offsets.close()
+
     def collect(self) -> Iterator[Metric]:
         s = self.worker.stats
         c = s.counts
@@ -225,6 +233,9 @@ class SinkSource:
         ends, done = await self.offsets.fetch(tps) if tps else ({}, {})
         self.lag.set(ends, done)
 
+    async def close(self) -> None:
+        await self.offsets.close()
+
     def collect(self) -> Iterator[Metric]:
         s = self.sink
         yield counter("faultline_sink_records_total", "records stored and committed (all topics)", s.stored)
@@ -256,6 +267,9 @@ class SpoolSource:
     async def refresh(self) -> None:
         return None
 
+    async def close(self) -> None:
+        return None
+
     def collect(self) -> Iterator[Metric]:
         m = self.publisher.metrics()
         for key, doc in self.COUNTERS.items():
@@ -270,3 +284,27 @@ class SpoolSource:
                                labels=["spool"])
         up.add_metric([self.name], m.get("connected", 0))
         yield up
+
+
+# ------------------------------------------------------------------ node agent collectors
+class CollectorsSource:
+    """The node agent's collectors (``producers.collectors``): the ``stats`` dict each keeps
+    (``{"scrapes": 3, "scrape_errors": 1}``), one series per collector and counter."""
+
+    def __init__(self, collectors: Iterable[Any]) -> None:
+        self.collectors = list(collectors)
+
+    async def refresh(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def collect(self) -> Iterator[Metric]:
+        f = CounterMetricFamily("faultline_collector_stats_total", "a collector's own counters (its "
+                                "stats: scrape_errors, lines, rate_limited, ...)", labels=["collector", "stat"])
+        for c in self.collectors:
+            for stat, n in (getattr(c, "stats", None) or {}).items():
+                if isinstance(n, (int, float)) and not isinstance(n, bool):
+                    f.add_metric([str(c.name), str(stat)], n)
+        yield f
