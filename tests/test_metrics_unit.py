@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from faultline.config import ConfigError, Settings
-from faultline.metrics import (REASON_CLASSES, Metrics, SinkSource, SpoolSource, Tally, Timing,
-                               WorkerCounts, WorkerSource, start_metrics_server)
+from faultline.metrics import (REASON_CLASSES, Metrics, SpoolSource, Tally, Timing, WorkerCounts,
+                               start_metrics_server)
 from faultline.metrics.counters import LATENCY_BUCKETS, OTHER
 from faultline.metrics.sources import histogram
 from faultline.schemas.codec import MAX_EVENT_BYTES, now_ms

@@ -10,7 +10,7 @@ free text up to 1,000 characters, are counted by class (``reason_class``), never
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import orjson
 
@@ -188,8 +188,3 @@ def _reason_of(blob: bytes) -> str:
         return ""
     r = d.get("reason") if isinstance(d, dict) else None
     return r if isinstance(r, str) else ""
-
-
-def iter_labelled(t: Tally) -> Iterator[tuple[list[str], int]]:
-    for key, n in t.items():
-        yield list(key), n

@@ -43,8 +43,30 @@ class Source(Protocol):
 
 
 # ------------------------------------------------------------------ family helpers
-def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-    return CounterMetricFamily(name, doc, value=value)
+#: (series, help, attribute) of the plain counters of ``streams.agents.Stats`` ...
+WORKER_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("faultline_worker_failed_total", "records dead-lettered because processing them raised", "failed"),
+    ("faultline_worker_duplicates_total", "input records skipped as duplicates", "dups"),
+    ("faultline_worker_signals_total", "signals sent to the internal signals topic", "signals"),
+    ("faultline_worker_unwritten_changelog_total", "state records over the changelog size limit, kept "
+     "in memory only", "unwritten"),
+    ("faultline_worker_deferred_dropped_total", "re-evaluations dropped while the recovery gate was "
+     "closed", "deferred_dropped"),
+)
+#: ... and of ``streams.faust_sink.SinkConsumer``
+SINK_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("faultline_sink_records_total", "records stored and committed (all topics)", "stored"),
+    ("faultline_sink_invalid_input_total", "input records not stored as events because they are "
+     "invalid (the worker dead-letters them)", "skipped"),
+    ("faultline_sink_refused_outputs_total", "output records the store could not hold, stored as "
+     "dead letters instead", "dead_lettered"),
+    ("faultline_sink_store_failures_total", "store flushes that failed and were retried", "failed_attempts"),
+)
+
+
+def counters(obj: Any, table: tuple[tuple[str, str, str], ...]) -> Iterator[CounterMetricFamily]:
+    for name, doc, attr in table:
+        yield CounterMetricFamily(name, doc, value=getattr(obj, attr))
 
 
 def tally_counter(name: str, doc: str, t: Tally) -> CounterMetricFamily:
@@ -188,14 +210,7 @@ class WorkerSource:
         yield tally_counter("faultline_worker_alerts_total", "alerts sent, by detector and severity", c.alerts)
         yield tally_counter("faultline_worker_incidents_total", "incident revisions sent, by root-cause "
                             "category", c.incidents)
-        yield counter("faultline_worker_failed_total", "records dead-lettered because processing them "
-                      "raised", s.failed)
-        yield counter("faultline_worker_duplicates_total", "input records skipped as duplicates", s.dups)
-        yield counter("faultline_worker_signals_total", "signals sent to the internal signals topic", s.signals)
-        yield counter("faultline_worker_unwritten_changelog_total", "state records over the changelog "
-                      "size limit, kept in memory only", s.unwritten)
-        yield counter("faultline_worker_deferred_dropped_total", "re-evaluations dropped while the "
-                      "recovery gate was closed", s.deferred_dropped)
+        yield from counters(s, WORKER_COUNTERS)
         yield histogram("faultline_worker_batch_seconds", "time to process one batch, by side",
                         {"node": c.node_batch, "job": c.job_batch}, "side")
         wm = GaugeMetricFamily("faultline_worker_watermark_timestamp_seconds",
@@ -238,13 +253,7 @@ class SinkSource:
 
     def collect(self) -> Iterator[Metric]:
         s = self.sink
-        yield counter("faultline_sink_records_total", "records stored and committed (all topics)", s.stored)
-        yield counter("faultline_sink_invalid_input_total", "input records not stored as events because "
-                      "they are invalid (the worker dead-letters them)", s.skipped)
-        yield counter("faultline_sink_refused_outputs_total", "output records the store could not hold, "
-                      "stored as dead letters instead", s.dead_lettered)
-        yield counter("faultline_sink_store_failures_total", "store flushes that failed and were retried",
-                      s.failed_attempts)
+        yield from counters(s, SINK_COUNTERS)
         yield tally_counter("faultline_sink_rows_total", "rows inserted into the store, by table", s.counts.rows)
         yield histogram("faultline_sink_flush_seconds", "time to insert one batch into the store",
                         {"store": s.counts.flush}, "stage")
