@@ -10,7 +10,8 @@ free text up to 1,000 characters, are counted by class (``reason_class``), never
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Any, Iterable
+from collections import Counter
+from typing import Any, Iterable, Mapping
 
 import orjson
 
@@ -67,6 +68,11 @@ class Tally:
         if key not in d and len(d) >= self.limit:
             key = (OTHER,) * len(self.labels)
         d[key] = d.get(key, 0) + n
+
+    def add_all(self, counts: Mapping[tuple[str, ...], int]) -> None:
+        """``add`` for each key of ``counts`` (a batch counted first: one dict update per key)."""
+        for key, n in counts.items():
+            self.add(key, n)
 
     def items(self) -> list[tuple[tuple[str, ...], int]]:
         return list(self._n.items())
@@ -128,9 +134,7 @@ class WorkerCounts:
 
     def add_events(self, pairs: Iterable[tuple[Any, Any]]) -> None:
         """``(event, Kafka message)`` pairs of valid input (``agents.decode_events``' ok list)."""
-        add = self.events.add
-        for ev, m in pairs:
-            add((m.topic, ev.kind))
+        self.events.add_all(Counter([(m.topic, ev.kind) for ev, m in pairs]))
 
     def add_dead_letters(self, blobs: Iterable[bytes]) -> None:
         """``fl.deadletter`` records as sent (``schemas.codec.dead_letter`` output)."""
