@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Iterable, Union
 
@@ -125,6 +126,7 @@ def iso(ms: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+@lru_cache(maxsize=4096)
 def alertname(detector: str) -> str:
     """``xid`` -> ``FaultlineXid``, ``log:cuda_oom`` -> ``FaultlineLogCudaOom``."""
     parts = re.split(r"[^0-9A-Za-z]+", detector)
@@ -287,7 +289,8 @@ class AlertBook:
     """
 
     def __init__(self, *, alert_ttl_ms: int, incident_ttl_ms: int, page_url: str | None = None,
-                 max_active: int = 10_000, group_wait_ms: int = 0) -> None:
+                 max_active: int = 10_000, group_wait_ms: int = 0, notices: bool = True) -> None:
+        self.notices = notices          # False: no webhook, so no notices to make
         self.alert_ttl_ms = alert_ttl_ms
         self.incident_ttl_ms = incident_ttl_ms
         self.page_url = page_url
@@ -387,6 +390,8 @@ class AlertBook:
     def pending_notices(self, now_ms: int) -> Delta:
         """Firing notices for what fires, has waited ``group_wait_ms`` and is not inhibited."""
         d = Delta()
+        if not self.notices:
+            return d
         for ie in self.incidents.values():
             if not ie.notified and not ie.alert.resolved(now_ms) and now_ms - ie.seen_ms >= self.group_wait_ms:
                 ie.notified = True

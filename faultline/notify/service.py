@@ -114,7 +114,8 @@ class Notifier:
         self.group_id = group_id
         self.on_step = on_step
         self.book = AlertBook(alert_ttl_ms=ns.alert_ttl_s * 1000, incident_ttl_ms=ns.incident_ttl_s * 1000,
-                              page_url=ns.page(), max_active=ns.max_active, group_wait_ms=ns.group_wait_s * 1000)
+                              page_url=ns.page(), max_active=ns.max_active, group_wait_ms=ns.group_wait_s * 1000,
+                              notices=bool(ns.webhook_url))
         self.stats = Stats()
         self._topics = {settings.topic(ALERTS): AlertIn, settings.topic(INCIDENTS): Incident}
         self._decoders = {t: msgspec.json.Decoder(tp) for t, tp in self._topics.items()}
