@@ -76,6 +76,10 @@ def check_versions(installed: Mapping[str, str] | None = None) -> dict[str, str]
 
 
 # ------------------------------------------------------------------ consumer fast path
+#: an offset jump on a stream topic is fetched again this many times at most (then a gap)
+REFETCH_TRIES = 3
+
+
 def fast_drain(consumer_cls: type) -> type:
     """A subclass of Faust's consumer class whose message pump skips ``wait_first`` when the
     delivery cannot block.
@@ -106,8 +110,9 @@ def fast_drain(consumer_cls: type) -> type:
     Faust adds every offset jump to a partition's acked offsets (a compacted or
     transactional topic has holes). faultline's stream topics have none, so a jump there
     means records were fetched and never delivered: the partition is fetched again from
-    the read offset, once per jump target (the same jump again, e.g. retention deleted the
-    records, is taken as Faust takes it), and ``_faultline_refetches`` counts it.
+    the read offset, up to ``REFETCH_TRIES`` times per jump target (the same jump again and
+    again, e.g. retention deleted the records, is then taken as Faust takes it), and
+    ``_faultline_refetches`` counts it.
     """
     if getattr(consumer_cls, "_faultline_fast_drain", False):
         return consumer_cls
@@ -133,7 +138,7 @@ def fast_drain(consumer_cls: type) -> type:
         app = self.app
         tables = app.tables
         sought_after = self._faultline_sought_after
-        refetched: dict[Any, int] = {}
+        refetched: dict[Any, tuple[int, int]] = {}   # tp -> (jump target, re-fetches of it)
         yield_every = 100
         num_since_yield = 0
         sleep = asyncio.sleep
@@ -157,10 +162,12 @@ def fast_drain(consumer_cls: type) -> type:
                         if r_offset is None or offset >= r_offset:
                             gap = offset - (r_offset or 0)
                             if gap > 1 and r_offset:
-                                if message.topic not in tables.changelog_topics and refetched.get(tp) != offset:
+                                prev = refetched.get(tp)
+                                tries = prev[1] if prev is not None and prev[0] == offset else 0
+                                if message.topic not in tables.changelog_topics and tries < REFETCH_TRIES:
                                     # (the read offset is the last delivered record, or after a
                                     # seek the next to read: from it, one record too many at worst)
-                                    refetched[tp] = offset
+                                    refetched[tp] = (offset, tries + 1)
                                     self._faultline_refetches += 1
                                     self.log.warning("records %d-%d of %s were fetched but never delivered: "
                                                      "fetching them again", r_offset + 1, offset - 1, tp)

@@ -15,7 +15,7 @@ from faust.types import TP
 from faultline.config import load
 from faultline.streams import faust_compat as compat
 from faultline.streams.app import create_app
-from faultline.streams.faust_compat import BrokerAwayFilter, IncompatibleVersions, RawFeed, check_versions
+from faultline.streams.faust_compat import REFETCH_TRIES, BrokerAwayFilter, IncompatibleVersions, RawFeed, check_versions
 
 
 @pytest.fixture
@@ -482,5 +482,6 @@ async def test_fast_drain_refetches_records_a_jump_skipped(app, monkeypatch):
     assert seeks == [(tp, 40)] and delivered == [40, 40, 41, 42, 43, 44, 45, 46] and gaps == []   # 40 twice: harmless
     assert consumer._faultline_refetches == n + 1
     seeks.clear(), delivered.clear()
-    await drain([(50,), (46, 50, 51)])                          # 47-49 gone for good (retention)
-    assert seeks == [(tp, 46)] and gaps == [(47, 50)] and delivered == [46, 50, 51]
+    # 47-49 gone for good (retention): fetched again REFETCH_TRIES times, then a gap
+    await drain([(50,)] + [(46, 50, 51)] * REFETCH_TRIES)
+    assert seeks == [(tp, 46)] * REFETCH_TRIES and gaps == [(47, 50)] and delivered == [46] * REFETCH_TRIES + [50, 51]
