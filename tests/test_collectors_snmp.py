@@ -258,3 +258,19 @@ async def test_topology_from_fl_inventory(snmp_lab, settings, contract_topics):
         await col.close()
     ports = ports_of(evs, "leaf-k")
     assert (ports["swp1"].node, ports["swp2"].node, ports["mgmt0"].node) == ("gpu12", None, "gpu11")
+
+
+def test_counter64_past_the_contracts_int64_stays_a_valid_event():
+    """Counter64 runs to 2^64-1, the contract's integers to 2^63-1: the collector keeps the
+    value modulo 2^63 (a crossing reads as a counter reset) instead of publishing an event
+    the contract refuses (it was dead-lettered whole, losing the port's status too)."""
+    from faultline.producers.collectors.snmp import counter_value
+    from faultline.schemas.codec import decode, encode
+    from faultline.schemas.events import NetPort, NetPortData
+
+    big = 2**64 - 5
+    assert counter_value(big) == big - 2**63 and counter_value(2**63 - 1) == 2**63 - 1
+    assert counter_value(-1) is None and counter_value("7") is None and counter_value(True) is None
+    ev = NetPort(v=1, id="snmp-c64", ts=1_767_000_000_000, source="snmp@leaf01", node=None,
+                 data=NetPortData(device="leaf01", port="Eth1/1", oper_status="up", in_octets=counter_value(big)))
+    assert decode(encode(ev)).data.in_octets == big - 2**63

@@ -266,6 +266,21 @@ class PortRow:
     values: dict[str, Any]
 
 
+#: the contract's integers stop at 2^63-1 (``schemas.events.INT64_MAX``); SNMP Counter64
+#: runs to 2^64-1
+_INT64_MAX = 2**63 - 1
+
+
+def counter_value(v: Any) -> int | None:
+    """An SNMP counter as the contract carries it: None unless a non-negative integer, and
+    a Counter64 past 2^63-1 kept modulo 2^63, so the event stays valid (it used to be
+    dead-lettered whole) and a counter crossing 2^63 reads as a counter reset, the way
+    the detectors already read a wrap."""
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        return None
+    return v & _INT64_MAX
+
+
 @dataclass
 class _TargetState:
     uptime: int | None = None               # sysUpTime (1/100 s) at the previous poll
@@ -435,8 +450,7 @@ class SnmpCollector(Collector):
             vals: dict[str, Any] = {}
             for f in ("in_errors", "out_errors", "in_discards", "out_discards", "in_octets", "out_octets",
                       "high_speed", "last_change"):
-                v = table[f].get(idx)
-                vals[f] = v if isinstance(v, int) and v >= 0 else None
+                vals[f] = counter_value(table[f].get(idx))
             pname = _text(table["name"].get(idx)) or _text(table["descr"].get(idx)) or str(idx)
             rows.append(PortRow(idx, pname, oper if isinstance(oper, int) else None, vals["last_change"], vals))
         return uptime, rows
