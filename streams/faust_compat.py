@@ -171,7 +171,7 @@ def fast_drain(consumer_cls: type) -> type:
                                     self._faultline_refetches += 1
                                     self.log.warning("records %d-%d of %s were fetched but never delivered: "
                                                      "fetching them again", r_offset + 1, offset - 1, tp)
-                                    await self.seek(tp, r_offset)   # the rest of this batch is dropped
+                                    await self.faultline_refetch(tp, r_offset)   # the rest of this batch is dropped
                                     continue
                                 if acks_enabled_for(message.topic):
                                     await self._add_gap(tp, r_offset + 1, offset)
@@ -234,6 +234,21 @@ def fast_drain(consumer_cls: type) -> type:
         finally:
             _mark(self, tp)
 
+    async def faultline_refetch(self: Any, tp: Any, offset: int) -> None:
+        """Fetch ``tp`` again from ``offset``: marked like a seek, and done on the consumer's
+        own thread and loop (``seek_wait``: Faust's ``seek`` calls aiokafka's from the
+        caller's thread, racing a fetch in flight there), which sets the read offset too."""
+        from faust.transport.consumer import ensure_TP
+
+        tp = ensure_TP(tp)
+        _mark(self, tp)
+        try:
+            await self.seek_wait({tp: offset})
+            if offset <= 0:
+                self._read_offset[tp] = None
+        finally:
+            _mark(self, tp)
+
     def _faultline_sought_after(self: Any, tp: Any, seq: int) -> bool:
         """Whether ``tp`` (or every partition) was sought after sequence number ``seq``."""
         return self._faultline_sought_all > seq or self._faultline_sought.get(tp, 0) > seq
@@ -242,6 +257,7 @@ def fast_drain(consumer_cls: type) -> type:
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
                  "_faultline_seq": 0, "_faultline_sought_all": 0, "_faultline_sought": {},
                  "_faultline_refetches": 0, "perform_seek": perform_seek, "seek": seek,
+                 "faultline_refetch": faultline_refetch,
                  "_faultline_sought_after": _faultline_sought_after,
                  "__module__": consumer_cls.__module__})
 
@@ -552,9 +568,9 @@ def in_flight_below(app: Any, tp: Any, offset: int, queued: Iterable[Any] = ()) 
 
 
 async def reseek(app: Any, tp: Any, offset: int) -> None:
-    """Fetch ``tp`` again from ``offset`` (Faust's seek: the read offset follows, so the
-    re-fetched records are delivered; fences and de-duplication skip what was applied)."""
-    await app.consumer.seek(tp, offset)
+    """Fetch ``tp`` again from ``offset`` (the read offset follows, so the re-fetched records
+    are delivered; fences and de-duplication skip what was applied)."""
+    await app.consumer.faultline_refetch(tp, offset)
 
 
 def commit_heads(app: Any) -> dict[str, tuple[Any, ...]]:

@@ -396,7 +396,7 @@ class _Consumer:
         self._acked, self._committed_offset, self._unacked_messages = {}, {}, set()
         self.seeks = []
 
-    async def seek(self, tp, offset):
+    async def faultline_refetch(self, tp, offset):
         self.seeks.append((tp, offset))
 
 
@@ -452,8 +452,10 @@ async def test_fast_drain_refetches_records_a_jump_skipped(app, monkeypatch):
     async def callback(message):
         delivered.append(message.offset)
 
-    async def _seek(partition, offset):
-        seeks.append((partition, offset))
+    async def seek_wait(partitions):
+        for partition, offset in partitions.items():
+            seeks.append((partition, offset))
+            consumer._read_offset[partition] = offset
 
     async def _add_gap(partition, a, b):
         gaps.append((a, b))
@@ -471,7 +473,7 @@ async def test_fast_drain_refetches_records_a_jump_skipped(app, monkeypatch):
         Fetcher._stopped = asyncio.Event()
         await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
 
-    consumer.callback, consumer._seek, consumer._add_gap = callback, _seek, _add_gap
+    consumer.callback, consumer.seek_wait, consumer._add_gap = callback, seek_wait, _add_gap
     monkeypatch.setattr(app.topics, "acks_enabled_for", lambda topic: True)   # a subscribed topic
     consumer._read_offset[tp] = 40
     app.consumer_generation_id = 0
@@ -485,3 +487,22 @@ async def test_fast_drain_refetches_records_a_jump_skipped(app, monkeypatch):
     # 47-49 gone for good (retention): fetched again REFETCH_TRIES times, then a gap
     await drain([(50,)] + [(46, 50, 51)] * REFETCH_TRIES)
     assert seeks == [(tp, 46)] * REFETCH_TRIES and gaps == [(47, 50)] and delivered == [46] * REFETCH_TRIES + [50, 51]
+
+
+async def test_refetch_goes_through_the_consumer_thread_and_marks_its_partition(app):
+    """A re-fetch seeks with ``seek_wait`` (run on aiokafka's own thread and loop; Faust's
+    ``seek`` calls aiokafka from the caller's thread, racing a fetch in flight there) and
+    marks only its partition's fetched records stale."""
+    consumer = app.consumer
+    a, b = TP("t.gpu", 0), TP("t.gpu", 1)
+    calls = []
+
+    async def seek_wait(partitions):
+        calls.append(dict(partitions))
+
+    consumer.seek_wait = seek_wait
+    consumer._seek = None                     # the thread-unsafe path must not be taken
+    before = consumer._faultline_seq
+    await consumer.faultline_refetch(a, 17)
+    assert calls == [{a: 17}]
+    assert consumer._faultline_sought_after(a, before) and not consumer._faultline_sought_after(b, before)
