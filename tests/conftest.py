@@ -58,9 +58,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.kafka)
 
 
-#: xdist groups sent to the workers first, longest first (measured serial seconds, 2-core box,
-#: 2026-12-01): a long group started last would finish alone; the rest follow in file order
-LONGEST_FIRST = ("reliability", "slurm", "tests/test_streams_judge.py")
+#: xdist groups sent to the workers first, longest first (serial seconds of their slowest
+#: tests, 2-core box, 2026-12-02: reliability 490, slurm 300, faust_integration 100-400,
+#: sink_group 60-250, faust_rebalance 61, judge 59, demo 52, api_attack 49, faust_broker 33):
+#: a long group handed out last would finish alone; the rest follow in file order
+LONGEST_FIRST = ("reliability", "slurm", "tests/test_streams_faust_integration.py", "tests/test_sink_group.py",
+                 "tests/test_streams_faust_rebalance.py", "tests/test_streams_judge.py", "tests/test_demo.py",
+                 "tests/test_api_attack.py", "tests/test_streams_faust_broker.py")
 #: files besides tests/realjobs/ that start a Slurm cluster (tests/peers.py ``slurm_cluster``)
 SLURM_FILES = ("tests/test_collectors_slurm.py",)
 
