@@ -94,10 +94,20 @@ def fleet_traffic(seed: int, *, scenario: str = SCENARIO, nodes: int = NODES, ho
 SESSION_TIMEOUT_MS = 6_000
 
 
+#: the trials replay an hour of fleet events in 30-60 s (60-110x real time), so the default
+#: 10 s lateness bound is ~0.1-0.2 s of wall time here, less than one fetch round trip: a
+#: record of a partition that had been caught up (a sparse fl.sched one) could be passed by
+#: event time before its fetch returned, which real-time input never sees (10 s against
+#: ~0.1 s of fetch latency). Scaled with the compression; diagnose gets the same setting.
+LATENESS_MS = 120_000
+
+
 def pipeline_settings(settings: Settings, partitions: int = PARTITIONS) -> Settings:
-    """The per-test settings (conftest ``settings``) with the reliability tests' partitions
-    and the shortest session timeout the broker accepts."""
-    return replace(settings, topic_partitions=partitions, worker_session_timeout_ms=SESSION_TIMEOUT_MS)
+    """The per-test settings (conftest ``settings``) with the reliability tests' partitions,
+    the shortest session timeout the broker accepts and a lateness bound scaled to the
+    trials' compressed time (``LATENESS_MS``)."""
+    return replace(settings, topic_partitions=partitions, worker_session_timeout_ms=SESSION_TIMEOUT_MS,
+                   lateness_ms=LATENESS_MS)
 
 
 # ---------------------------------------------------------------------------- expectation
