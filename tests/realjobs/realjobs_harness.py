@@ -2,9 +2,14 @@
 broker, `faultline worker` + `faultline sink`, real 2-rank PyTorch jobs (``train.py`` under
 ``job.sh``) with real faults, and the incidents read back from the store.
 
-Every case of ``CASES`` runs in one session, all jobs at once (the slowest, a Slurm time
-limit, takes 60-90 s: whole minutes, checked every ~30 s by slurmctld), so the suite fits
-in ``make test``'s budget. ``run_all`` returns a ``Run`` the tests assert on.
+Every case of ``cases()`` runs in one session, the jobs at once, so the suite fits in
+``make test``'s budget - except that the two mount cases start only once the hang case's
+rank is stuck (``start_after``): every case shares the one node, and a mount that failed
+before the hang began would be a candidate cause of it (see ``START_AFTER_S``). The two
+time-limit cases end by Slurm's own time-limit scan (slurmctld runs it every 30 s): each
+is submitted with ``-t 1`` and, once it is where its case needs it, its limit is brought
+forward with ``scontrol update EndTime=`` (``action="time_limit"``) so it ends at the next
+scan instead of one to two minutes later. ``run_all`` returns a ``Run`` the tests assert on.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -37,8 +42,27 @@ NGPU = 20      # Gres=gpu:20 on the one node: every 2-GPU case job at once
 NCPU = 40      # CPUs=40 (config_overrides): all ranks at once on 2 real cores (they mostly sleep)
 NODE = socket.gethostname().split(".")[0]
 #: stall threshold floor for the worker and `diagnose` (FAULTLINE_STALL_FLOOR_MS; default 10 min):
-#: the hang case stalls 20 s after its last step, inside its 1-minute time limit
+#: the hang case stalls 20 s after its last step, before its time limit ends it
 STALL_FLOOR_MS = 20_000
+#: evidence window after a job's end for the worker and `diagnose` (FAULTLINE_SETTLE_MS; default
+#: 60 s): every signal of these jobs is on the broker within seconds of its end, and the
+#: suite's last incidents wait this much event time after the last job ends
+SETTLE_MS = 20_000
+#: what the worker and `diagnose` run with (the same engine configuration on both sides)
+ENGINE_ENV = {"FAULTLINE_STALL_FLOOR_MS": str(STALL_FLOOR_MS), "FAULTLINE_SETTLE_MS": str(SETTLE_MS)}
+#: what a faulty rank logs when its fault begins (``train.py inject``): the harness watches
+#: for it to time the actions that depend on it
+FAULT_LINES = {"hang": "waiting on a lock that never comes"}
+#: a case with ``start_after`` is submitted this long after that case's fault line: the
+#: hang's stall then began (its last progress) on a node whose mounts were all healthy, and a
+#: mount fault of the later case comes after the hang's failure by more than correlate's
+#: post-failure grace (5 s: a signal after it is a consequence), the mount case's own job
+#: start taking several seconds more
+START_AFTER_S = 3.0
+#: child processes the bundle exports are shared among
+EXPORT_PROCESSES = 3
+#: the time-limit action sets the job's EndTime this far ahead (slurmctld refuses a past one)
+END_TIME_AHEAD_S = 2
 
 
 @dataclass
@@ -48,13 +72,17 @@ class Case:
     time_limit: str = "3"                   # sbatch -t (minutes)
     env: dict[str, str] = field(default_factory=dict)
     mount: str | None = None                # "tmpfs:SIZE" -> the checkpoint dir is its own mount
-    action: str | None = None               # "scancel" | "requeue" | "remount_ro" (driven by the harness)
+    #: "scancel" | "requeue" | "remount_ro" | "time_limit" (driven by the harness)
+    action: str | None = None
     action_after_ckpt: int = 2              # ... once this many checkpoints are on disk
+    action_after_fault_s: float | None = None  # ... or this long after the faulty rank's FAULT_LINES line
+    start_after: str | None = None          # submitted START_AFTER_S after that case's fault line
     cgroup_mb: int | None = None            # the faulty rank runs in a memory cgroup of this size
     # filled in by the run
     job: str = ""
     ckpt_dir: Path = Path()
     acted_at: float | None = None
+    fault_seen_at: float | None = None      # when the harness saw the faulty rank's FAULT_LINES line
     failed_seen_at: float | None = None
     on_disk: list[int] = field(default_factory=list)   # step_N.pt files at the end of the run
     first_attempt_on_disk: list[int] = field(default_factory=list)  # ... when attempt 0 ended (requeue)
@@ -65,14 +93,17 @@ def cases() -> list[Case]:
     return [
         Case("exception", "exception", env={"FL_STEPS": "40", "FL_FAULT_STEP": "8"}),
         Case("healthy", "none", env={"FL_STEPS": "12"}),
-        # a checkpoint every 5 s, not 1.5 s: see test_last_checkpoint_is_the_highest_step_not_the_latest_report
-        Case("timeout", "forever", time_limit="1", env={"FL_CKPT_EVERY": "10"}),
-        Case("hang", "hang", time_limit="1", env={"FL_FAULT_STEP": "8"}),
+        # a checkpoint every 5 s, not 1.5 s: see test_last_checkpoint_is_the_highest_step_not_the_latest_report;
+        # its limit brought forward once 2 checkpoints are on disk
+        Case("timeout", "forever", time_limit="1", action="time_limit", env={"FL_CKPT_EVERY": "10"}),
+        # ... this one's once the stall alert is due (the 20 s floor after the last progress) + 2 s
+        Case("hang", "hang", time_limit="1", action="time_limit", action_after_fault_s=STALL_FLOOR_MS / 1000 + 2,
+             env={"FL_FAULT_STEP": "8"}),
         Case("scancel", "forever", action="scancel"),
         Case("requeue", "exception_first", action="requeue", env={"FL_STEPS": "10", "FL_FAULT_STEP": "8"}),
-        Case("enospc", "ckpt", mount="tmpfs:1m",
+        Case("enospc", "ckpt", mount="tmpfs:1m", start_after="hang",
              env={"FL_STEPS": "40", "FL_CKPT_BYTES": str(300 * 1024)}),
-        Case("erofs", "ckpt", mount="tmpfs:64m", action="remount_ro", env={"FL_STEPS": "40"}),
+        Case("erofs", "ckpt", mount="tmpfs:64m", action="remount_ro", start_after="hang", env={"FL_STEPS": "40"}),
         Case("oom", "oom", cgroup_mb=500, env={"FL_STEPS": "40", "FL_FAULT_STEP": "8"}),
     ]
 
@@ -179,6 +210,7 @@ class Run:
     seconds: float
     workdir: Path
     phases: dict[str, float] = field(default_factory=dict)   # seconds from the start to the end of each phase
+    _events: list[dict] | None = field(default=None, repr=False)
 
     def incidents_of(self, case: str) -> list[dict]:
         job = self.cases[case].job
@@ -186,6 +218,16 @@ class Run:
 
     def ckpt_steps_on_disk(self, case: str) -> list[int]:
         return self.cases[case].on_disk
+
+    def events(self) -> list[dict]:
+        """Every input event of the run (the exported ``run_bundle``), in event-time order."""
+        if self._events is None:
+            import zstandard
+
+            with open(self.run_bundle, "rb") as fh:
+                text = zstandard.ZstdDecompressor().stream_reader(fh).read()
+            self._events = [orjson.loads(line) for line in text.splitlines() if line.strip()]
+        return self._events
 
 
 def _mount(case: Case, path: Path) -> None:
@@ -245,25 +287,31 @@ def run_all(kafka_bootstrap: str, workdir: Path, *, deadline_s: float = 200.0) -
     logdir = workdir / "logs"
     logdir.mkdir()
     mounted: list[Path] = []
-    worker = WorkerProcess(settings, workdir / "worker", app_id=app_id,
-                           env={"FAULTLINE_STALL_FLOOR_MS": str(STALL_FLOOR_MS)}).start()
+    worker = WorkerProcess(settings, workdir / "worker", app_id=app_id, env=ENGINE_ENV).start()
     sink = SinkProcess(settings, workdir / "sink", app_id=app_id).start()
     # munged refuses a log dir under pytest's 0700 temp dirs: the peer lives where tests/peers.py puts peers
     slurm = Slurm(Path(os.environ.get("FAULTLINE_PEERS_DIR", "/tmp/faultline-peers")) / f"realjobs-{os.getpid()}")
+    bdir = workdir / "bundles"
+    bdir.mkdir()
+    run_bundle = bdir / "run.jsonl.zst"
+    exports: list[_Background] = []
+    bundles: dict[str, Path] = {}      # case -> its incident's bundle
+    exported: dict[str, str] = {}      # incident id -> job, of the bundles exported
     try:
         slurm.up()
         phases["slurm_up"] = time.monotonic() - t_start
-        _run_jobs(settings, slurm, all_cases, logdir, mounted, workdir, worker, sink, phases,
-                  deadline=t_start + deadline_s, t_start=t_start)
+        out = _run_jobs(settings, slurm, all_cases, logdir, mounted, workdir, worker, sink, phases,
+                        deadline=t_start + deadline_s, t_start=t_start)
+        # every input is on the broker (the collectors stopped) and every incident out: export the
+        # run's inputs and each incident's bundle (`bundle export` reads the topics) while the rest stops
+        exported = {i["id"]: i["job"] for i in out}
+        exports = [_Background(lambda: asyncio.run(_export_inputs(settings, run_bundle))),
+                   _Background(lambda: _export_bundles(settings, all_cases, exported, bdir, bundles))]
         asyncio.run(wait_caught_up(settings, sink_group_id(settings, app_id), timeout_s=60))
         phases["sink_caught_up"] = time.monotonic() - t_start
-        slurm_jobs = {n: slurm.job(c.job) for n, c in all_cases.items()}
+        slurm_jobs = {n: slurm.job(c.job) for n, c in all_cases.items() if c.job}
     finally:
-        stoppers = [threading.Thread(target=p.stop) for p in (worker, sink)]
-        for t in stoppers:
-            t.start()
-        for t in stoppers:
-            t.join()
+        stoppers = [_Background(p.stop) for p in (worker, sink)]
         for c in all_cases.values():
             if c.job:
                 slurm.run("scancel", c.job, check=False)
@@ -273,29 +321,65 @@ def run_all(kafka_bootstrap: str, workdir: Path, *, deadline_s: float = 200.0) -
             c.on_disk = sorted(int(p.name[5:-3]) for p in c.ckpt_dir.glob("step_*.pt"))
         for p in mounted:
             _umount(p)
+        for t in stoppers:
+            t.join()
+        phases["stopped"] = time.monotonic() - t_start
     incidents, alerts = _read_store(settings)
     logs = {n: {f.name: f.read_text(errors="replace") for f in [logdir / f"slurm-{c.job}.out",
                                                                  *sorted((logdir / c.job).glob("*.log"))]
                 if f.exists()} for n, c in all_cases.items()}
-    bundles = {}
-    bdir = workdir / "bundles"
-    bdir.mkdir()
-    exports = []
-    for n, c in all_cases.items():
-        for inc in (i for i in incidents if i["job"] == c.job):
-            bundles[n] = bdir / f"{n}.jsonl.zst"
-            exports.append(["bundle", "export", inc["id"], f"--out={bundles[n]}", "--search-since=-1h"])
-    _cli(settings, *exports)
-    run_bundle = bdir / "run.jsonl.zst"
-    asyncio.run(_export_inputs(settings, run_bundle))
+    for t in exports:
+        t.join()
+    late = {i["id"]: i["job"] for i in incidents if i["id"] not in exported}
+    if late:  # an incident the store holds that fl.incidents had not shown when the exports began
+        _export_bundles(settings, all_cases, late, bdir, bundles)
     phases["exported"] = time.monotonic() - t_start
     return Run(all_cases, incidents, alerts, slurm_jobs, logs, bundles, run_bundle,
                time.monotonic() - t_start, workdir, phases)
 
 
+def _export_bundles(settings: Settings, cs: dict[str, Case], incidents: dict[str, str], bdir: Path,
+                    bundles: dict[str, Path]) -> None:
+    """`faultline bundle export` of each incident (id -> job) into ``bdir/<case>.jsonl.zst``."""
+    exports = []
+    for n, c in cs.items():
+        for iid in (i for i, job in incidents.items() if job == c.job):
+            exports.append(["bundle", "export", iid, f"--out={bdir / f'{n}.jsonl.zst'}", "--search-since=-1h"])
+    # in EXPORT_PROCESSES child processes at once: an export mostly waits on the broker
+    groups = [exports[i::EXPORT_PROCESSES] for i in range(EXPORT_PROCESSES) if exports[i::EXPORT_PROCESSES]]
+    for b in [_Background(lambda g=g: _cli(settings, *g)) for g in groups]:
+        b.join()
+    for n, c in cs.items():
+        if c.job in incidents.values():
+            bundles[n] = bdir / f"{n}.jsonl.zst"
+
+
+class _Background:
+    """``target()`` in a thread; ``join()`` waits and raises what it raised."""
+
+    def __init__(self, target: Callable[[], Any]) -> None:
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                target()
+            except BaseException as e:  # noqa: BLE001 - handed to join()
+                self.error = e
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 def _run_jobs(settings: Settings, slurm: Slurm, all_cases: dict[str, Case], logdir: Path, mounted: list[Path],
               workdir: Path, worker: Any, sink: Any, phases: dict[str, float], *, deadline: float,
-              t_start: float) -> None:
+              t_start: float) -> list[dict]:
+    """Run every case's job to its end and wait for the incidents; returns them (latest
+    revision each, as fl.incidents holds them)."""
     from faultline.producers.collectors.checkpoints import CheckpointCollector
     from faultline.producers.collectors.kernel import KernelCollector
     from faultline.producers.collectors.logs import LogsCollector
@@ -320,7 +404,8 @@ def _run_jobs(settings: Settings, slurm: Slurm, all_cases: dict[str, Case], logd
         base_env = {"FL_LOG_DIR": str(logdir), "FL_TRAIN": str(HERE / "train.py"), "FL_VENV_SITE": str(VENV_SITE),
                     "FAULTLINE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
                     "FAULTLINE_TOPIC_PREFIX": settings.topic_prefix, "PYTHONPATH": ""}
-        for c in all_cases.values():
+
+        def submit(c: Case) -> None:
             env = {**base_env, "FL_FAULT": c.fault, "FL_CKPT_DIR": str(c.ckpt_dir), **c.env}
             if c.cgroup_mb:
                 env["FL_CGROUP"] = str(_memcg(c, cgroups))
@@ -337,13 +422,18 @@ def _run_jobs(settings: Settings, slurm: Slurm, all_cases: dict[str, Case], logd
                 # every case shares the one Slurm node: the kernel collector is pinned to the OOM
                 # case's job (unpinned, it gives a kernel line to every job running on the node)
                 col.add(KernelCollector(job=c.job, state_path=str(workdir / "kmsg.state")), 1.0)
+
+        for c in all_cases.values():
+            if c.start_after is None:
+                submit(c)
         phases["submitted"] = time.monotonic() - t_start
-        _drive(slurm, all_cases, worker, sink, col, deadline=deadline)
+        _drive(slurm, all_cases, worker, sink, col, submit, logdir, deadline=deadline)
         phases["jobs_ended"] = time.monotonic() - t_start
-        # evidence is accepted until a job's end + settle (60 s of event time); the storage
-        # samples keep event time moving meanwhile
-        _wait_incidents(settings, all_cases, deadline=deadline + 75)
+        # evidence is accepted until a job's end + SETTLE_MS of event time (+ the lateness
+        # bound); the storage samples keep event time moving meanwhile
+        out = _wait_incidents(settings, all_cases, deadline=deadline + SETTLE_MS / 1000 + 30)
         phases["incidents_out"] = time.monotonic() - t_start
+        return out
     finally:
         col.stop()
         for cg in cgroups:
@@ -353,14 +443,23 @@ def _run_jobs(settings: Settings, slurm: Slurm, all_cases: dict[str, Case], logd
                 pass
 
 
-def _drive(slurm: Slurm, cs: dict[str, Case], worker: Any, sink: Any, col: Collectors, *, deadline: float) -> None:
-    """Inject the harness-side faults when each job is ready, until every job has ended."""
+def _drive(slurm: Slurm, cs: dict[str, Case], worker: Any, sink: Any, col: Collectors,
+           submit: Callable[[Case], None], logdir: Path, *, deadline: float) -> None:
+    """Submit the held cases and inject the harness-side faults when each job is ready,
+    until every job has ended."""
     while time.monotonic() < deadline:
         col.check()
         assert worker.alive(), f"worker died:\n{worker.log()}"
         assert sink.alive(), f"sink died:\n{sink.log()}"
         pending = 0
         for c in cs.values():
+            if not c.job:
+                seen = cs[c.start_after].fault_seen_at
+                if seen is None or time.monotonic() - seen < START_AFTER_S:
+                    pending += 1
+                    continue
+                submit(c)
+            _watch_fault(c, logdir)
             info = slurm.job(c.job)
             state = info.get("JobState", "")
             if c.action and c.acted_at is None and _ready(c, info):
@@ -378,7 +477,18 @@ def _drive(slurm: Slurm, cs: dict[str, Case], worker: Any, sink: Any, col: Colle
             return
         time.sleep(1.0)
     raise TimeoutError("jobs still running at the deadline: "
-                       + ", ".join(f"{n}={slurm.job(c.job).get('JobState')}" for n, c in cs.items()))
+                       + ", ".join(f"{n}={slurm.job(c.job).get('JobState') if c.job else 'not submitted'}"
+                                   for n, c in cs.items()))
+
+
+def _watch_fault(c: Case, logdir: Path) -> None:
+    """Note when the case's faulty rank logs that its fault began (``FAULT_LINES``)."""
+    line = FAULT_LINES.get(c.fault)
+    if line is None or c.fault_seen_at is not None:
+        return
+    log = logdir / c.job / f"rank{c.env.get('FL_FAULT_RANK', '1')}.log"
+    if log.exists() and line in log.read_text(errors="replace"):
+        c.fault_seen_at = time.monotonic()
 
 
 #: a requeue waits this long after the failure: the slurm collector (1 s rounds) must see the
@@ -393,7 +503,11 @@ def _ready(c: Case, info: dict[str, str]) -> bool:
             return False
         c.failed_seen_at = c.failed_seen_at or time.monotonic()
         return time.monotonic() - c.failed_seen_at >= REQUEUE_AFTER_S
-    return info.get("JobState") == "RUNNING" and len(list(c.ckpt_dir.glob("step_*.pt"))) >= c.action_after_ckpt
+    if info.get("JobState") != "RUNNING":
+        return False
+    if c.action_after_fault_s is not None:
+        return c.fault_seen_at is not None and time.monotonic() - c.fault_seen_at >= c.action_after_fault_s
+    return len(list(c.ckpt_dir.glob("step_*.pt"))) >= c.action_after_ckpt
 
 
 def _act(slurm: Slurm, c: Case) -> None:
@@ -405,9 +519,15 @@ def _act(slurm: Slurm, c: Case) -> None:
         slurm.run("scontrol", "requeue", c.job)
     elif c.action == "remount_ro":
         subprocess.run(["mount", "-o", "remount,ro", str(c.ckpt_dir)], check=True, capture_output=True)
+    elif c.action == "time_limit":
+        # the job's limit brought forward: slurmctld's next time-limit scan (every 30 s) ends it
+        # TIMEOUT ("DUE TO TIME LIMIT"), as the submitted 1-minute limit would, one scan or two later
+        # (EndTime in slurmctld's local time: the same machine)
+        end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + END_TIME_AHEAD_S))
+        slurm.run("scontrol", "update", f"JobId={c.job}", f"EndTime={end}")
 
 
-def _wait_incidents(settings: Settings, cs: dict[str, Case], *, deadline: float) -> None:
+def _wait_incidents(settings: Settings, cs: dict[str, Case], *, deadline: float) -> list[dict]:
     """Wait until each failed job has an incident (the retry too, for the requeued one) and
     event time has passed every job's end by the settle window."""
     from faultline.streams.faust_harness import latest_incidents, read_topic
@@ -420,8 +540,9 @@ def _wait_incidents(settings: Settings, cs: dict[str, Case], *, deadline: float)
         rq = [i for i in got if i["job"] == cs["requeue"].job and i["attempt"] == 0]
         return want <= jobs and bool(rq) and rq[0].get("retry") is not None
 
-    asyncio.run(read_topic(settings, "fl.incidents", until=done, timeout_s=max(5.0, deadline - time.monotonic()),
-                           idle_s=3.0))
+    recs = asyncio.run(read_topic(settings, "fl.incidents", until=done,
+                                  timeout_s=max(5.0, deadline - time.monotonic()), idle_s=3.0))
+    return list(latest_incidents(recs).values())
 
 
 def _read_store(settings: Settings) -> tuple[list[dict], list[dict]]:
@@ -490,8 +611,9 @@ async def _export_inputs(settings: Settings, out: Path) -> None:
 
 
 def diagnose(path: Path) -> list[dict]:
-    """What ``FAULTLINE_STALL_FLOOR_MS=20000 faultline diagnose --json`` prints for a bundle (its
-    own reading and engine functions, in this process): the incidents it reproduces offline."""
+    """What ``FAULTLINE_STALL_FLOOR_MS=20000 FAULTLINE_SETTLE_MS=20000 faultline diagnose --json``
+    prints for a bundle (its own reading and engine functions, in this process): the incidents
+    it reproduces offline."""
     import msgspec
 
     import io
@@ -501,16 +623,17 @@ def diagnose(path: Path) -> list[dict]:
     from faultline.commands.diagnose import diagnose_stream
 
     fh = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
-    before = os.environ.get("FAULTLINE_STALL_FLOOR_MS")
-    os.environ["FAULTLINE_STALL_FLOOR_MS"] = str(STALL_FLOOR_MS)  # what the run's worker used
+    before = {k: os.environ.get(k) for k in ENGINE_ENV}
+    os.environ.update(ENGINE_ENV)  # what the run's worker used
     try:
         eng = diagnose_stream(fh)
     finally:
         fh.close()
-        if before is None:
-            os.environ.pop("FAULTLINE_STALL_FLOOR_MS", None)
-        else:
-            os.environ["FAULTLINE_STALL_FLOOR_MS"] = before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return [msgspec.to_builtins(i) for i in eng.incidents()]
 
 
