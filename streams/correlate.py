@@ -9,9 +9,12 @@ Causal rules (general, not fitted to any scenario):
 3. An XID that NVIDIA lists as possibly application-caused, or that is not fatal, and that
    comes after an application error on the same node is the echo of that error, not its
    cause.
-4. Candidates are ranked by strength tier, then by time: the earliest strong fault on the
-   job's path wins (the rank that *shows* the symptom, e.g. an NCCL timeout on a healthy
-   node, is not blamed: the one GPU / port / mount with an actual fault is).
+4. Candidates are ranked by one rule (``rank``, docs/diagnosis.md): by the confidence they
+   show, the root cause is the first and its confidence is the one shown everywhere; an
+   earlier time only breaks ties (the rank that *shows* the symptom, e.g. an NCCL timeout on
+   a healthy node, is not a candidate: the one GPU / port / mount with an actual fault is).
+   A one-off fault over before the attempt began, which the attempt then trained past,
+   weighs less; a time limit yields to a slowdown of weight that made the job reach it.
 5. ``application`` only when no infrastructure candidate of weight remains; ``unknown``
    when nothing explains the interruption; ``scheduler`` for preemption and a time limit
    reached while the job was progressing.
@@ -59,6 +62,10 @@ DRIVER_STACK = frozenset({"driver", "cuda", "gpu_firmware"})
 # job-side signatures of waiting on something outside the code (collective, peer, I/O)
 WAIT_SIGNATURES = frozenset({"nccl_watchdog_timeout", "nccl_remote_error", "nccl_error", "connection_reset",
                              "dataloader_timeout", "hung_task", "io_error"})
+# conditions that last while they hold (a full or stale mount, a hot GPU, a congested or dropping
+# port): their age says nothing about whether they still bite, unlike a one-off event
+LASTING_KINDS = frozenset({"thermal_throttle", "storage_slow", "storage_full", "mount_stale", "mount_missing",
+                           "mount_readonly", "mount_full", "rdma_congestion", "port_discards"})
 SLOWDOWN_OR_CRASH = frozenset({"network_congestion", "thermal_throttle", "gpu_oom", "host_oom", "application"})
 SHORT = {"nccl_watchdog_timeout": "nccl_timeout", "elastic_child_failed": "child_failed",
          "python_traceback": "traceback"}
@@ -148,8 +155,70 @@ def _prefer_used_mount(cands: dict, rec: AttemptRecord, job_sigs: list[Signal]) 
             cands[k].score *= UNUSED_MOUNT_FACTOR
 
 
-def _tier(score: float) -> int:
-    return 0 if score >= 0.8 else 1 if score >= 0.55 else 2 if score >= 0.35 else 3
+#: a time limit reached while the job progressed: the scheduler's verdict ...
+TIMEOUT_WEIGHT = 0.75
+#: ... unless a slowdown of at least this weight on the job's path made it reach the limit: then
+#: the slowdown ranks first, the time limit RANK_STEP after it (a weaker slowdown is incidental)
+SLOWED_EXPLAINS = 0.55
+#: categories that make a job slower without stopping it
+SLOWING = frozenset({"thermal_throttle", "network_congestion", "storage_slow"})
+#: one shown confidence step: the smallest margin that orders two hypotheses
+RANK_STEP = 0.01
+
+
+def _timeout_weight(cands: dict) -> float:
+    """Weight of the scheduler verdict for a time limit reached while the job progressed."""
+    slowed = max((c.score for c in cands.values() if c.category in SLOWING), default=0.0)
+    if slowed >= SLOWED_EXPLAINS:
+        return min(TIMEOUT_WEIGHT, slowed - RANK_STEP)
+    return TIMEOUT_WEIGHT
+
+
+#: weight left to a one-off fault that was over before the attempt began, when the attempt then
+#: trained for RAN_MS: the job was placed and initialised with it in place (a down link is not
+#: among the NICs NCCL picked, a flapping port was up again, a lost GPU would have failed the
+#: start) and ran past it, so something later stopped it
+SURVIVED_FACTOR = 0.5
+#: progress this long after its start says the attempt really ran (not one dying as it initialises)
+RAN_MS = 5 * 60_000
+
+
+def _discount_survived(cands: dict, rec: "AttemptRecord", start: int) -> None:
+    """Weaken candidates made only of one-off signals from before ``start`` when the attempt
+    made progress for ``RAN_MS`` after it (lasting conditions keep their weight: a mount full
+    before the start still fails the first checkpoint written to it)."""
+    if not (rec.prog_n and rec.prog_last_ts - start >= RAN_MS):
+        return
+    for c in cands.values():
+        if c.sigs and all(x.ts < start and x.kind not in LASTING_KINDS for x in c.sigs):
+            c.score *= SURVIVED_FACTOR
+
+
+# ---- ranking: ONE rule orders the hypotheses, picks the root cause and gives its confidence
+#: the confidence a hypothesis shows is its weight clamped to this range and rounded to
+#: CONFIDENCE_DIGITS (a weight is never certainty, nor nothing once it is a candidate)
+CONFIDENCE_MIN, CONFIDENCE_MAX = 0.01, 0.99
+#: two-decimal confidences: finer digits are noise of the weighting, not information
+CONFIDENCE_DIGITS = 2
+#: hypotheses kept in an incident (the root cause and five alternatives)
+MAX_HYPOTHESES = 6
+
+
+def confidence(score: float) -> float:
+    """The confidence shown for a candidate of weight ``score`` (incident JSON, CLI, page)."""
+    return round(max(CONFIDENCE_MIN, min(CONFIDENCE_MAX, score)), CONFIDENCE_DIGITS)
+
+
+def rank_key(c: "_Cand") -> tuple:
+    """The ranking rule: highest shown confidence first; equal confidences go to the earlier
+    fault (a later one on the same path is more often its consequence), then by name so the
+    order never depends on the input's order."""
+    return (-confidence(c.score), c.ts, c.category, c.component)
+
+
+def rank(cands: Iterable["_Cand"]) -> list["_Cand"]:
+    """Candidates best first: the root cause is ``rank(...)[0]``, its confidence the one shown."""
+    return sorted(cands, key=rank_key)
 
 
 def _local_gpu(rec: AttemptRecord, rank: int, node: str) -> int:
@@ -463,8 +532,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         # time: after the failure -> consequence; long before -> decays (not for lasting conditions)
         if s.ts > failure_ts + post_grace:
             score *= 0.3 if stalled else 0.5
-        elif kind not in ("thermal_throttle", "storage_slow", "storage_full", "mount_stale", "mount_missing",
-                          "mount_readonly", "mount_full", "rdma_congestion", "port_discards"):
+        elif kind not in LASTING_KINDS:
             age = failure_ts - s.ts
             if age > 0:
                 score *= 1.0 - 0.4 * min(1.0, age / cfg.decay_ms)
@@ -496,6 +564,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                 c.score, c.summary = score, s.summary
             c.ts = min(c.ts, s.ts)
         c.sigs.append(s)
+    _discount_survived(cands, rec, start)
     # an OOM message's "GPU N" is the process's view (per-task CUDA_VISIBLE_DEVICES makes every
     # task's GPU 0); the GPU NVML saw full at that moment, the rank's local GPU, settles which one
     for key in [k for k in cands if k[0] == "gpu_oom"]:
@@ -697,7 +766,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.97, failure_ts,
                                                         "preempted by the scheduler" + (f": {rec.reason}" if rec.reason else ""))
     elif state == "timeout" and not stalled:
-        cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.75, failure_ts,
+        cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", _timeout_weight(cands), failure_ts,
                                                         "time limit reached while the job was progressing")
     elif state == "cancelled" and not stalled:
         cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.6, failure_ts, "cancelled")
@@ -723,15 +792,15 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                         + ("every infrastructure layer clean" if not cands else "no infrastructure signal of weight"))
         if infra_weight >= cfg.explain_min:
             appl_score = min(appl_score, infra_weight - 0.05, 0.3)
+        elif app_code or not waited:
+            # nothing of weight on the infrastructure and the job did not report waiting on it (or
+            # its own code failed): the application verdict outranks the weightless candidates
+            appl_score = max(appl_score, infra_weight + RANK_STEP)
         c = _Cand("application", f"job:{rec.job}", appl_score, s0.ts if s0 is not None else failure_ts, summary)
         c.sigs.extend(code_errs or code_bug or app_errs)
         cands[("application", f"job:{rec.job}")] = c
 
-    ranked = sorted(cands.values(), key=lambda c: (_tier(c.score), c.ts, -c.score, c.category, c.component))
-    if ranked and ranked[0].category != "application" and ranked[0].score < cfg.explain_min and (app_code or not waited):
-        # nothing of weight on the infrastructure and the job did not report waiting on it (or its
-        # own code failed): the application verdict (when there is one) comes first
-        ranked.sort(key=lambda c: c.category != "application")
+    ranked = rank(cands.values())
     if stalled and ranked and all(c.score < cfg.explain_min for c in ranked):
         ranked = []
     if not ranked:
@@ -739,14 +808,10 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                      summary="no signal on the job's resources explains the interruption")
         hyps: list[Cause] = []
     else:
-        top = ranked[0]
-        second = ranked[1].score if len(ranked) > 1 else 0.0
-        conf = top.score * (1.0 - 0.35 * (second / top.score if top.score else 0.0))
-        root = Cause(category=top.category, component=top.component, summary=top.summary,
-                     confidence=round(max(0.05, min(0.99, conf)), 2), evidence=[e for s in top.sigs for e in s.evidence][:20])
         hyps = [Cause(category=c.category, component=c.component, summary=c.summary,
-                      confidence=round(max(0.01, min(0.99, c.score)), 2),
-                      evidence=[e for s in c.sigs for e in s.evidence][:20]) for c in ranked[:6]]
+                      confidence=confidence(c.score),
+                      evidence=[e for s in c.sigs for e in s.evidence][:20]) for c in ranked[:MAX_HYPOTHESES]]
+        root = hyps[0]
 
     # ---- ruled out: layers with telemetry on the job's resources and no signal of weight
     flagged = {s.layer for s in sigs if s.category is not None and s.score >= 0.2 and not s.subject.startswith("job:")}

@@ -18,6 +18,16 @@ def test_external_scenario(name):
     wrong = {f"{e.job}/{e.attempt}": p for e in expects if (p := problems(e, incidents))}
     assert not wrong, f"{name}: {wrong}; incidents: " + "; ".join(
         f"{i.job}/{i.attempt} {i.root_cause.category} {i.root_cause.component} ({i.symptom})" for i in incidents)
+    for i in incidents:
+        # the ranking rule (docs/diagnosis.md): hypotheses by the confidence shown, the root cause
+        # is the first, with that hypothesis's confidence
+        confs = [h.confidence for h in i.hypotheses]
+        assert confs == sorted(confs, reverse=True), f"{name}: {i.job}/{i.attempt}: hypotheses not sorted: {confs}"
+        if i.hypotheses:
+            top = i.hypotheses[0]
+            assert (top.category, top.component, top.confidence) == \
+                (i.root_cause.category, i.root_cause.component, i.root_cause.confidence), (
+                f"{name}: {i.job}/{i.attempt}: root cause {i.root_cause} is not the top hypothesis {top}")
 
 
 def test_external_events_are_valid_contract():

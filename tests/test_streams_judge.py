@@ -248,6 +248,8 @@ def test_incident_shape(name, root):
         if hyp:
             assert (hyp[0]["category"], hyp[0]["component"]) == (cat, comp), (
                 f"{name}: {jid}: root cause {cat}/{comp} is not the top hypothesis {hyp[0]['category']}/{hyp[0]['component']}")
+            assert hyp[0]["confidence"] == inc["root_cause"]["confidence"], (
+                f"{name}: {jid}: root cause confidence {inc['root_cause']['confidence']} != its hypothesis's {hyp[0]['confidence']}")
         if not any(j == jid and a > att for j, a in attempts):
             assert inc["retry"] is None, f"{name}: {jid}/{att}: retry {inc['retry']} but no later attempt exists"
 
