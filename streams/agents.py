@@ -962,8 +962,7 @@ class Worker:
                      uncovered=self.wms.uncovered, skewed=self.wms.skewed,
                      recovered=int(compat.recovered(self.app)), stale=self.node_feed.stale,
                      generation=self.app.consumer_generation_id,
-                     spilled=js.stats.direct, oversize=js.oversize,
-                     refetches=getattr(self.app.consumer, "_faultline_refetches", 0))
+                     spilled=js.stats.direct, oversize=js.oversize)
         return d
 
 

@@ -76,10 +76,6 @@ def check_versions(installed: Mapping[str, str] | None = None) -> dict[str, str]
 
 
 # ------------------------------------------------------------------ consumer fast path
-#: an offset jump on a stream topic is fetched again this many times at most (then a gap)
-REFETCH_TRIES = 3
-
-
 def fast_drain(consumer_cls: type) -> type:
     """A subclass of Faust's consumer class whose message pump skips ``wait_first`` when the
     delivery cannot block.
@@ -93,26 +89,6 @@ def fast_drain(consumer_cls: type) -> type:
     flow not suspended, every stream buffer of the partition below its maximum; nothing
     else runs on the loop between the check and the delivery); otherwise the original
     ``wait_first`` path runs. Offsets, acks and commits are Faust's, unchanged.
-
-    A record of a stream (non-changelog) partition fetched before a seek that completed
-    (or began) after it was fetched is neither delivered nor recorded as read: Faust
-    resumes the stream partitions *before* its seek to the committed offsets completes
-    (``perform_seek`` at the end of a rebalance), and such a record, delivered after the
-    seek, set the read offset past the records the seek re-fetches: those were skipped,
-    never acked, and the partition's commit stayed behind them for good (issue 14's stuck
-    commits; a commit computed in that window also popped acks the seek then reverted).
-    The seek re-fetches it. Seeks are numbered (``_faultline_seq``, taken before and after
-    each one), per partition and for all of them (``perform_seek``): only the records of a
-    partition sought after their fetch are dropped.
-    A record is never dropped otherwise: a drop followed by a later record would be an
-    offset gap, which Faust treats as acked (a loss).
-
-    Faust adds every offset jump to a partition's acked offsets (a compacted or
-    transactional topic has holes). faultline's stream topics have none, so a jump there
-    means records were fetched and never delivered: the partition is fetched again from
-    the read offset, up to ``REFETCH_TRIES`` times per jump target (the same jump again and
-    again, e.g. retention deleted the records, is then taken as Faust takes it), and
-    ``_faultline_refetches`` counts it.
     """
     if getattr(consumer_cls, "_faultline_fast_drain", False):
         return consumer_cls
@@ -136,16 +112,12 @@ def fast_drain(consumer_cls: type) -> type:
         suspended = self.suspend_flow.is_set
         tp_index = self.app.topics._tp_index
         app = self.app
-        tables = app.tables
-        sought_after = self._faultline_sought_after
-        refetched: dict[Any, tuple[int, int]] = {}   # tp -> (jump target, re-fetches of it)
         yield_every = 100
         num_since_yield = 0
         sleep = asyncio.sleep
         try:
             while not (consumer_should_stop() or fetcher_should_stop()):
                 set_flag(CONSUMER_FETCHING)
-                fetched_at = self._faultline_seq
                 ait = getmany(timeout=1.0)
                 await self.sleep(0)
                 if not self.should_stop:
@@ -155,24 +127,10 @@ def fast_drain(consumer_cls: type) -> type:
                             await sleep(0)
                             num_since_yield = 0
                         offset = message.offset
-                        stale = sought_after(tp, fetched_at)
-                        if stale and message.topic not in tables.changelog_topics:
-                            continue   # fetched before a seek: re-fetched after it (doc)
                         r_offset = get_read_offset(tp)
                         if r_offset is None or offset >= r_offset:
                             gap = offset - (r_offset or 0)
                             if gap > 1 and r_offset:
-                                prev = refetched.get(tp)
-                                tries = prev[1] if prev is not None and prev[0] == offset else 0
-                                if message.topic not in tables.changelog_topics and tries < REFETCH_TRIES:
-                                    # (the read offset is the last delivered record, or after a
-                                    # seek the next to read: from it, one record too many at worst)
-                                    refetched[tp] = (offset, tries + 1)
-                                    self._faultline_refetches += 1
-                                    self.log.warning("records %d-%d of %s were fetched but never delivered: "
-                                                     "fetching them again", r_offset + 1, offset - 1, tp)
-                                    await self.faultline_refetch(tp, r_offset)   # the rest of this batch is dropped
-                                    continue
                                 if acks_enabled_for(message.topic):
                                     await self._add_gap(tp, r_offset + 1, offset)
                             if commit_every is not None and self._n_acked >= commit_every:
@@ -189,7 +147,7 @@ def fast_drain(consumer_cls: type) -> type:
                             # Setting the old offset now would make every re-fetched record
                             # below it look already read: never delivered, never acked, the
                             # commit stuck at that gap for good. The seek set it already.
-                            if message.generation_id == app.consumer_generation_id and not sought_after(tp, fetched_at):
+                            if message.generation_id == app.consumer_generation_id:
                                 set_read_offset(tp, offset)
                     unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
@@ -208,57 +166,20 @@ def fast_drain(consumer_cls: type) -> type:
         finally:
             unset_flag(CONSUMER_FETCHING)
 
-    def _mark(self: Any, tp: Any) -> None:
-        self._faultline_seq += 1
-        if tp is None:
-            self._faultline_sought_all = self._faultline_seq
-        else:
-            if "_faultline_sought" not in self.__dict__:
-                self._faultline_sought = {}
-            self._faultline_sought[tp] = self._faultline_seq
-
-    async def perform_seek(self: Any) -> None:
-        _mark(self, None)
-        try:
-            await consumer_cls.perform_seek(self)
-        finally:
-            _mark(self, None)
-
-    async def seek(self: Any, partition: Any, offset: int) -> None:
-        from faust.transport.consumer import ensure_TP
-
-        tp = ensure_TP(partition)
-        _mark(self, tp)
-        try:
-            await consumer_cls.seek(self, partition, offset)
-        finally:
-            _mark(self, tp)
-
     async def faultline_refetch(self: Any, tp: Any, offset: int) -> None:
-        """Fetch ``tp`` again from ``offset``: marked like a seek, and done on the consumer's
-        own thread and loop (``seek_wait``: Faust's ``seek`` calls aiokafka's from the
-        caller's thread, racing a fetch in flight there), which sets the read offset too."""
+        """Fetch ``tp`` again from ``offset``, on the consumer's own thread and loop
+        (``seek_wait``, which sets the read offset too; Faust's ``seek`` calls aiokafka's
+        from the caller's thread, racing a fetch in flight there)."""
         from faust.transport.consumer import ensure_TP
 
         tp = ensure_TP(tp)
-        _mark(self, tp)
-        try:
-            await self.seek_wait({tp: offset})
-            if offset <= 0:
-                self._read_offset[tp] = None
-        finally:
-            _mark(self, tp)
-
-    def _faultline_sought_after(self: Any, tp: Any, seq: int) -> bool:
-        """Whether ``tp`` (or every partition) was sought after sequence number ``seq``."""
-        return self._faultline_sought_all > seq or self._faultline_sought.get(tp, 0) > seq
+        await self.seek_wait({tp: offset})
+        if offset <= 0:
+            self._read_offset[tp] = None
 
     return type(consumer_cls.__name__, (consumer_cls,),
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
-                 "_faultline_seq": 0, "_faultline_sought_all": 0, "_faultline_sought": {},
-                 "_faultline_refetches": 0, "perform_seek": perform_seek, "seek": seek,
                  "faultline_refetch": faultline_refetch,
-                 "_faultline_sought_after": _faultline_sought_after,
                  "__module__": consumer_cls.__module__})
 
 

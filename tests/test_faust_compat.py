@@ -15,7 +15,7 @@ from faust.types import TP
 from faultline.config import load
 from faultline.streams import faust_compat as compat
 from faultline.streams.app import create_app
-from faultline.streams.faust_compat import REFETCH_TRIES, BrokerAwayFilter, IncompatibleVersions, RawFeed, check_versions
+from faultline.streams.faust_compat import BrokerAwayFilter, IncompatibleVersions, RawFeed, check_versions
 
 
 @pytest.fixture
@@ -332,63 +332,6 @@ async def test_fast_drain_keeps_the_seeked_offset_after_a_delivery_across_a_reba
     assert consumer._read_offset[tp] == 40
 
 
-async def test_fast_drain_drops_stream_records_fetched_before_a_seek(app):
-    """Faust resumes the stream partitions before its seek to the committed offsets has
-    completed; a record fetched before the seek and delivered after it set the read offset
-    past what the seek re-fetches (skipped, never acked: issue 14's stuck commits). Such a
-    record is dropped without touching the read offset; a changelog record (table
-    recovery) still flows; the batch fetched after the seek is delivered in full."""
-    consumer = app.consumer
-    stream, changelog = TP("t.gpu", 0), TP("t.faultline-jobs-changelog", 0)
-    app.tables._changelogs[changelog.topic] = object()
-    delivered, calls = [], []
-
-    class Fetcher:
-        _stopped = asyncio.Event()
-
-    async def callback(message):
-        delivered.append((message.topic, message.offset))
-
-    async def getmany(timeout):
-        calls.append(1)
-        if len(calls) == 1:                        # fetched before the seek
-            yield stream, Msg(stream.topic, 0, 90, tp=stream)
-            consumer._faultline_seq += 2           # the seek to the committed offsets (40) ran
-            consumer._faultline_sought_all = consumer._faultline_seq
-            consumer._read_offset[stream] = 40
-            for tp, off in ((stream, 91), (changelog, 7), (stream, 92)):
-                yield tp, Msg(tp.topic, 0, off, tp=tp)
-        else:                                      # fetched after it: from the committed offset
-            for off in (40, 41):
-                yield stream, Msg(stream.topic, 0, off, tp=stream)
-            Fetcher._stopped.set()
-
-    consumer.callback, consumer.getmany = callback, getmany
-    app.consumer_generation_id = 0
-    app.flow_control.resume()
-    consumer.suspend_flow.clear()
-    try:
-        await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
-    finally:
-        app.tables._changelogs.pop(changelog.topic, None)
-    assert delivered == [(stream.topic, 90), (changelog.topic, 7), (stream.topic, 40), (stream.topic, 41)]
-    assert consumer._read_offset[stream] == 41
-
-
-async def test_a_seek_marks_its_partition_only(app):
-    """A seek of one partition (a re-fetch) makes only that partition's already fetched
-    records stale: marking every partition made each re-fetch drop the other partitions'
-    records, whose offsets then jumped, a cascade of re-fetches and then gaps (a loss)."""
-    consumer = app.consumer
-    a, b = TP("t.gpu", 0), TP("t.gpu", 1)
-    consumer._seek = lambda *x: asyncio.sleep(0)   # no broker: the bookkeeping is what is checked
-    before = consumer._faultline_seq
-    await consumer.seek(a, 5)
-    assert consumer._read_offset[a] == 5
-    assert consumer._faultline_sought_after(a, before) and not consumer._faultline_sought_after(b, before)
-    assert not consumer._faultline_sought_after(a, consumer._faultline_seq)
-
-
 class _Consumer:
     """The commit bookkeeping of a Faust consumer that CommitWatch reads, and its seek."""
 
@@ -437,64 +380,12 @@ async def test_commit_watch_refetches_a_partition_whose_commit_a_gap_holds():
     assert await w.check(now=1200.0) == [] and await w.check(now=1300.0) == []
 
 
-async def test_fast_drain_refetches_records_a_jump_skipped(app, monkeypatch):
-    """faultline's stream topics have no offset holes: a jump means records were fetched and
-    never delivered (Faust would add them to the acked offsets: lost). The partition is
-    fetched again from the first missing one; a second jump at the same place is taken as
-    Faust takes it (a gap), so a real hole (retention) cannot loop."""
+async def test_refetch_goes_through_the_consumer_thread(app):
+    """CommitWatch's re-fetch seeks with ``seek_wait`` (run on aiokafka's own thread and
+    loop; Faust's ``seek`` calls aiokafka from the caller's thread, racing a fetch in flight
+    there)."""
     consumer = app.consumer
-    tp = TP("t.gpu", 0)
-    delivered, seeks, gaps = [], [], []
-
-    class Fetcher:
-        _stopped = asyncio.Event()
-
-    async def callback(message):
-        delivered.append(message.offset)
-
-    async def seek_wait(partitions):
-        for partition, offset in partitions.items():
-            seeks.append((partition, offset))
-            consumer._read_offset[partition] = offset
-
-    async def _add_gap(partition, a, b):
-        gaps.append((a, b))
-
-    async def drain(batches):
-        calls = []
-
-        async def getmany(timeout):
-            calls.append(1)
-            for off in batches[len(calls) - 1]:
-                yield tp, Msg(tp.topic, 0, off, tp=tp)
-            if len(calls) == len(batches):
-                Fetcher._stopped.set()
-        consumer.getmany = getmany
-        Fetcher._stopped = asyncio.Event()
-        await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
-
-    consumer.callback, consumer.seek_wait, consumer._add_gap = callback, seek_wait, _add_gap
-    monkeypatch.setattr(app.topics, "acks_enabled_for", lambda topic: True)   # a subscribed topic
-    consumer._read_offset[tp] = 40
-    app.consumer_generation_id = 0
-    app.flow_control.resume()
-    consumer.suspend_flow.clear()
-    n = consumer._faultline_refetches
-    await drain([(40, 45, 46), (40, 41, 42, 43, 44, 45, 46)])  # 41-44 skipped; then the re-fetch
-    assert seeks == [(tp, 40)] and delivered == [40, 40, 41, 42, 43, 44, 45, 46] and gaps == []   # 40 twice: harmless
-    assert consumer._faultline_refetches == n + 1
-    seeks.clear(), delivered.clear()
-    # 47-49 gone for good (retention): fetched again REFETCH_TRIES times, then a gap
-    await drain([(50,)] + [(46, 50, 51)] * REFETCH_TRIES)
-    assert seeks == [(tp, 46)] * REFETCH_TRIES and gaps == [(47, 50)] and delivered == [46] * REFETCH_TRIES + [50, 51]
-
-
-async def test_refetch_goes_through_the_consumer_thread_and_marks_its_partition(app):
-    """A re-fetch seeks with ``seek_wait`` (run on aiokafka's own thread and loop; Faust's
-    ``seek`` calls aiokafka from the caller's thread, racing a fetch in flight there) and
-    marks only its partition's fetched records stale."""
-    consumer = app.consumer
-    a, b = TP("t.gpu", 0), TP("t.gpu", 1)
+    a = TP("t.gpu", 0)
     calls = []
 
     async def seek_wait(partitions):
@@ -502,7 +393,5 @@ async def test_refetch_goes_through_the_consumer_thread_and_marks_its_partition(
 
     consumer.seek_wait = seek_wait
     consumer._seek = None                     # the thread-unsafe path must not be taken
-    before = consumer._faultline_seq
     await consumer.faultline_refetch(a, 17)
     assert calls == [{a: 17}]
-    assert consumer._faultline_sought_after(a, before) and not consumer._faultline_sought_after(b, before)
