@@ -49,8 +49,8 @@ KILL_AT = (0.35, 0.55)
 # non-strict: the stuck commits come and go with timing, and a strict mark turns a lucky
 # pass into a red CI; an XPASS shows in the summary (-ra): then fix and remove the mark
 @pytest.mark.xfail(strict=False, reason=(
-    "issue 14 rebalance gate, open part: the stuck commits are fixed (session 4: committed lag 0 and the "
-    "store exact in every trial since 332a2ea), but after a SIGKILL and the partition moves an incident "
+    "issue 14 rebalance gate, open part: the stuck commits are healed (session 4: CommitWatch; committed "
+    "lag 0 and the store exact), but after a SIGKILL and the partition moves an incident "
     "can still differ from diagnose's: seed 101 at 332a2ea gave a transient 'stalled' revision of "
     "job 670002 attempt 1 (the stall timer fired before the job's out_of_memory end was applied) and "
     "slightly different /datasets baselines (81 vs 83 MB/s) from node state rebuilt around the move"))
