@@ -132,6 +132,25 @@ STORAGE_CATEGORIES = frozenset({"storage_full", "storage_unavailable", "storage_
 UNUSED_MOUNT_FACTOR = 0.4
 
 
+#: file system types that live on one node (its disks, its memory): a fault of one explains only
+#: jobs on that node, whatever path other nodes mount under the same name
+LOCAL_FS = frozenset({"local", "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "ramfs", "vfat",
+                      "overlay", "nvme", "md", "lvm"})
+
+
+def _local_fs(sig: Signal, view: View) -> bool:
+    """Is ``sig`` about a node-local file system: by the fs type it reports, else by the backend
+    its node's inventory lists for the longest mount point holding its path."""
+    fs = sig.data.get("fs_type")
+    if not isinstance(fs, str) or not fs:
+        path = sig.data.get("path")
+        if not isinstance(path, str) and sig.subject.startswith("path:"):
+            path = sig.subject[5:]
+        held = [m for m in view.mounts.get(sig.node or "", ()) if isinstance(path, str) and _under(path, m.path)]
+        fs = max(held, key=lambda m: len(m.path)).backend if held else ""
+    return fs.lower() in LOCAL_FS
+
+
 def _under(path: str, mount: str) -> bool:
     m = mount.rstrip("/") or "/"
     return path == m or path.startswith(m + "/") or m == "/"
@@ -155,6 +174,9 @@ def _prefer_used_mount(cands: dict, rec: AttemptRecord, job_sigs: list[Signal]) 
             cands[k].score *= UNUSED_MOUNT_FACTOR
 
 
+#: a scheduler ending (preemption, a time limit reached while the job progressed) is never a
+#: version change's doing: a change keeps at most this weight there (context, below the verdict)
+SCHEDULER_END_CHANGE_CAP = 0.3
 #: a time limit reached while the job progressed: the scheduler's verdict ...
 TIMEOUT_WEIGHT = 0.75
 #: ... unless a slowdown of at least this weight on the job's path made it reach the limit: then
@@ -417,6 +439,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     for s in resource_signals:
         if not (t0 <= s.ts <= cutoff) or s.id in uniq:
             continue
+        if s.layer == "storage" and nodes and s.node is not None and s.node not in nodes and _local_fs(s, view):
+            continue  # another node's own disk: it explains only jobs on that node
         if s.node is None and s.kind in FABRIC_LINK and s.subject.startswith("port:"):
             dev, port = s.data.get("device"), s.data.get("port")
             if (dev, port) not in job_ports:
@@ -625,7 +649,11 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         span = max(1, cfg.change_window_ms - cfg.change_recent_ms)
         return 1.0 - 0.6 * min(1.0, (age - cfg.change_recent_ms) / span)
 
+    sched_end = state == "preempted" or (state == "timeout" and not stalled)
+
     def plausible(score: float) -> float:
+        if sched_end:
+            return min(score, SCHEDULER_END_CHANGE_CAP)
         if concrete >= 0.5:
             return min(score, 0.3)
         if user_bugs:

@@ -1400,3 +1400,98 @@ def users_own_module_missing_is_application():
     return s.arrival(), [Expect("om-1b", category="application", component="job:om-1b", ckpt_step=None,
                                 ruled_out={"gpu", "net", "hw", "storage"}, lost_gpu_hours=_gh(8, 1 * MIN)),
                          Expect("om-1a", incident=False)]
+
+
+@scenario
+def image_rollout_then_time_limit_and_assertion():
+    """A new image tag rolls out and three jobs on it die at import (an undefined symbol in a
+    compiled extension): the image's regression. The same hours, two jobs requeued onto the new
+    image stop for other reasons: one reaches its time limit while training (the scheduler's
+    ending, never a change), one dies of a plain AssertionError in the user's code
+    (application). A change is context; it explains only failures a change produces."""
+    s = Story("imgroll")
+    old, new = "registry.acme/llm-train:3.1.0", "registry.acme/llm-train:3.2.0"
+    nodes = [f"h100-{i:02d}" for i in range(1, 9)]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "ir-leaf", f"swp{i + 1}", "ir")], [("/ckpt", "nfs", "ir-nas")])
+        s.stack(n, driver="550.90.07", cuda="12.4", nccl="2.21.5")
+    exp = []
+    for k, job in enumerate(("ir-101", "ir-102", "ir-103")):
+        ns = nodes[k:k + 1]
+        a0 = s.run(job, 0, ns, 8, -50 * MIN + k * MIN, -30 * MIN + k * MIN, "preempted", exit_code=None, image=old,
+                   reason="Preempted")
+        s.heartbeat(a0, -50 * MIN + k * MIN + 30 * SEC, -31 * MIN + k * MIN, 30 * SEC, ranks="zero")
+        b = s.run(job, 1, ns, 8, -20 * MIN + k * 2 * MIN, -19 * MIN + k * 2 * MIN, "failed", exit_code=1, image=new)
+        s.say(b, -19 * MIN + k * 2 * MIN - 10 * SEC, traceback(
+            "ImportError: /usr/local/lib/python3.11/site-packages/apex_C.cpython-311-x86_64-linux-gnu.so: "
+            "undefined symbol: _ZN2at4_ops5zeros4callEN3c108ArrayRefIlEE"), rank=0)
+        exp.append(Expect(job, 0, category="scheduler", component=f"job:{job}"))
+        exp.append(Expect(job, 1, category="change_regression", component=f"version:image={new}"))
+    # requeued onto the new image, trains for 40 minutes and reaches its time limit
+    t0 = s.run("ir-201", 0, nodes[4:6], 8, -45 * MIN, -25 * MIN, "preempted", exit_code=None, image=old, reason="Preempted")
+    s.heartbeat(t0, -45 * MIN + 30 * SEC, -26 * MIN, 30 * SEC, ranks="zero")
+    t1 = s.run("ir-201", 1, nodes[4:6], 8, 0, 40 * MIN, "timeout", exit_code=None, image=new, reason="TimeLimit")
+    s.heartbeat(t1, 30 * SEC, 40 * MIN - 20 * SEC, 30 * SEC, ranks="zero")
+    exp.append(Expect("ir-201", 0, category="scheduler", component="job:ir-201"))
+    exp.append(Expect("ir-201", 1, category="scheduler", component="job:ir-201", ckpt_step=None))
+    # requeued onto the new image, dies of an assertion in the user's own module
+    u0 = s.run("ir-301", 0, nodes[6:7], 8, -45 * MIN, -25 * MIN, "preempted", exit_code=None, image=old, reason="Preempted")
+    s.heartbeat(u0, -45 * MIN + 30 * SEC, -26 * MIN, 30 * SEC, ranks="zero")
+    u1 = s.run("ir-301", 1, nodes[6:7], 8, 2 * MIN, 14 * MIN, "failed", exit_code=1, image=new)
+    s.heartbeat(u1, 2 * MIN + 30 * SEC, 13 * MIN, 30 * SEC, ranks="zero")
+    s.say(u1, 13 * MIN + 40 * SEC, traceback("AssertionError: labels and logits disagree on the sequence length",
+                                             ("train.py", "model/loss.py")), rank=3)
+    exp.append(Expect("ir-301", 0, category="scheduler", component="job:ir-301"))
+    exp.append(Expect("ir-301", 1, category="application", component="job:ir-301", ckpt_step=None))
+    # requeued onto the new image across two nodes, one of which still runs the old driver: its
+    # ranks fail at start with CUDA's 'driver too old' - that node's driver, not the image
+    stale = "h100-09"
+    s.attach(stale, [("mlx5_0", "ir-leaf", "swp9", "ir")], [("/ckpt", "nfs", "ir-nas")])
+    s.stack(stale, driver="535.104.05", cuda="12.2", nccl="2.21.5")
+    nodes.append(stale)
+    d0 = s.run("ir-401", 0, [nodes[7], stale], 8, -45 * MIN, -25 * MIN, "preempted", exit_code=None, image=old,
+               reason="Preempted")
+    s.heartbeat(d0, -45 * MIN + 30 * SEC, -26 * MIN, 30 * SEC, ranks="zero")
+    d1 = s.run("ir-401", 1, [nodes[7], stale], 8, 5 * MIN, 7 * MIN, "failed", exit_code=1, image=new)
+    for r in d1.ranks_on(stale):
+        s.say(d1, 6 * MIN + r * 40, traceback("RuntimeError: The NVIDIA driver on your system is too old (found version "
+                                               "12020). Please update your GPU driver by downloading and installing a new "
+                                               "version from the URL: http://www.nvidia.com/Download/index.aspx"), rank=r)
+    exp.append(Expect("ir-401", 0, category="scheduler", component="job:ir-401"))
+    exp.append(Expect("ir-401", 1, category="driver_software", component=f"node:{stale}", ckpt_step=None))
+    # the same node alone, requeued onto the new image: the same error, the same node's driver
+    e0 = s.run("ir-402", 0, [stale], 8, -24 * MIN, -12 * MIN, "preempted", exit_code=None, image=old, reason="Preempted")
+    s.heartbeat(e0, -24 * MIN + 30 * SEC, -13 * MIN, 30 * SEC, ranks="zero")
+    e1 = s.run("ir-402", 1, [stale], 8, 10 * MIN, 11 * MIN, "failed", exit_code=1, image=new)
+    s.say(e1, 10 * MIN + 40 * SEC, traceback("RuntimeError: CUDA driver version is insufficient for CUDA runtime version"),
+          rank=0)
+    exp.append(Expect("ir-402", 0, category="scheduler", component="job:ir-402"))
+    exp.append(Expect("ir-402", 1, category="driver_software", component=f"node:{stale}", ckpt_step=None))
+    for n in nodes:
+        s.gpus(n, 8, -55 * MIN, 42 * MIN, 60 * SEC)
+        s.bmc(n, -55 * MIN, 42 * MIN, 300 * SEC)
+    return s.arrival(), exp
+
+
+@scenario
+def local_scratch_full_on_another_node():
+    """Every node has its own /scratch on local NVMe (xfs). /scratch of s-03, a node the job does
+    not use, fills up to 100 % while the job on s-01/s-02 stops making progress with no error
+    anywhere; the user cancels it. Another node's local disk cannot stall this job: unknown, and
+    the storage layer stays clean (the job's own /scratch mounts were fine)."""
+    s = Story("localfs")
+    nodes = ["s-01", "s-02", "s-03"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("mlx5_0", "leaf-s", f"swp{i + 1}", "s")], [("/scratch", "xfs", None)])
+        s.stack(n, driver="550.54.15", nccl="2.21.5")
+    a = s.run("sc-88", 0, nodes[:2], 4, 0, 55 * MIN, "cancelled", exit_code=None, signal=15)
+    st = s.heartbeat(a, 20 * SEC, 30 * MIN, 20 * SEC)
+    for n in nodes:
+        s.gpus(n, 4, -5 * MIN, 57 * MIN, 15 * SEC)
+        s.bmc(n, -5 * MIN, 57 * MIN, 60 * SEC)
+        s.switch_port("leaf-s", f"swp{nodes.index(n) + 1}", -5 * MIN, 57 * MIN, 30 * SEC)
+        full = (lambda t: {"used_pct": 100.0, "write_mbps": 0.0} if t >= 28 * MIN else {"used_pct": 92.0 + t / MIN / 4}) \
+            if n == "s-03" else None
+        s.mount(n, "/scratch", -5 * MIN, 57 * MIN, 30 * SEC, fs="xfs", tweak=full)
+    return s.arrival(), [Expect("sc-88", category="unknown", component="job:sc-88", ruled_out={"storage"},
+                                ckpt_step=None)]
