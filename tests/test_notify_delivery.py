@@ -231,6 +231,53 @@ async def test_alertmanager_labels_inhibition_resolution(settings, contract_topi
         await run.stop()
 
 
+async def test_alertmanager_restart_rebuilds_links(settings, contract_topics, alertmanager, outputs):
+    """A notifier that read the alerts, then stopped; its successor (same group) reads only
+    the incident, yet relabels the stall as its symptom (inhibited) and resolves the unlinked
+    label set: the book is rebuilt from the committed partitions. A record that is not a
+    contract alert is dead-lettered once, not again on the replay."""
+    before, _ = outputs
+    await contract_topics()
+    alerts = [o for o in before if not isinstance(o, Incident)]
+    await publish(settings, alerts)
+    async with Publisher(settings, compression=None) as pub:
+        await pub.send_raw(ALERTS, b"x", b'{"id": "not an alert"}')
+        await pub.flush()
+    ns = NotifySettings(alertmanager_url=alertmanager, alert_ttl_s=7200, incident_ttl_s=7200,
+                        group_wait_s=0, retry_first_s=0.2, retry_give_up_s=30)
+    group = notify_group_id(settings)
+
+    async def committed():
+        c, e = await committed_vs_end(settings, group)
+        return c if c == e and sum(e.values()) > 0 else None
+
+    first = Running(Notifier(settings, ns, group_id=group))
+    try:
+        await until("the alerts delivered and committed", committed, 60)
+        got = await asyncio.to_thread(am_alerts, alertmanager)
+        stall, = by_name(got, "FaultlineStall")
+        assert "incident" not in stall["labels"] and stall["status"]["state"] == "active"
+        assert first.n.stats.invalid == 1
+    finally:
+        await first.stop()
+    await publish(settings, [o for o in before if isinstance(o, Incident)])
+    second = Running(Notifier(settings, ns, group_id=group))
+    try:
+        async def relinked():
+            got = await asyncio.to_thread(am_alerts, alertmanager)
+            stall = by_name(got, "FaultlineStall")
+            return got if (len(stall) == 1 and stall[0]["labels"].get("role") == "symptom"
+                           and stall[0]["status"]["inhibitedBy"]) else None
+
+        got = await until("the stall relinked as the incident's inhibited symptom after the restart", relinked)
+        inc, = by_name(got, "FaultlineIncident")
+        assert by_name(got, "FaultlineStall")[0]["labels"]["incident"] == inc["labels"]["incident"]
+        assert second.n.stats.replayed >= len(alerts) and second.n.stats.invalid == 0
+        await until("the successor's commits at the end", committed, 30)
+    finally:
+        await second.stop()
+
+
 # ------------------------------------------------------------------ webhook
 class Receiver:
     """A local HTTP receiver (aiohttp.web) that records what it is sent."""

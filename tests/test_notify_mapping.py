@@ -167,3 +167,26 @@ def test_notify_settings_env_toml_and_secrets():
         NotifySettings.from_settings(s, env={"FAULTLINE_NOTIFY_RESEND_S": "soon"})
     with pytest.raises(ConfigError, match="unknown notify setting"):
         NotifySettings.from_settings(Settings(extra={"notify": {"alertmanger_url": "x"}}), env={})
+
+
+def test_replayed_records_rebuild_links_without_new_notices(outputs):
+    """After a restart the alerts are read again quietly: their unlinked label sets are
+    resolved in Alertmanager once an incident links them, and no firing notice repeats."""
+    now, outs = outputs
+    first_inc = next(i for i, o in enumerate(outs) if isinstance(o, Incident))
+    alerts, inc = outs[:first_inc], outs[first_inc]
+    b = book()
+    d = apply_all(b, [(o, now) for o in alerts], now, quiet=True)
+    assert d.notices == [] and "FaultlineStall" in firing(b, now)
+    d = apply_all(b, [(inc, now)], now)
+    resolved = [a.labels for a in d.am if a.resolved(now)]
+    assert {"alertname": "FaultlineStall", "severity": "critical", "job": "490000",
+            "subject": "job:490000"} in resolved
+    assert [n.kind for n in d.notices] == ["incident"]   # the replayed alerts are not announced again
+    # replayed after the incident (the other order): linked at once, the unlinked set resolved
+    b = book()
+    apply_all(b, [(inc, now)], now)
+    stall = next(o for o in alerts if isinstance(o, Alert) and o.detector == "stall")
+    d = apply_all(b, [(stall, now)], now, quiet=True)
+    assert [a.labels.get("role") for a in d.am if a.resolved(now)] == [None]
+    assert [a.labels.get("role") for a in d.am if not a.resolved(now)] == ["symptom"]

@@ -301,12 +301,14 @@ class AlertBook:
         self.evicted = 0
 
     # ------------------------------------------------------------------ records
-    def on_alert(self, a: Alert, now_ms: int) -> Delta:
+    def on_alert(self, a: Alert, now_ms: int, quiet: bool = False) -> Delta:
+        """``quiet``: a record read again after a restart or rebalance (already announced
+        before): it rebuilds the state and goes to Alertmanager, but makes no firing notice."""
         d = Delta()
         if a.ts + self.alert_ttl_ms <= now_ms:
             d.stale += 1
             return d
-        base = AmAlert(labels=alert_labels(a), annotations={}, starts_ms=a.ts, ends_ms=a.ts)
+        base = AmAlert(labels=alert_labels(a), annotations={}, starts_ms=a.ts, ends_ms=a.ts + self.alert_ttl_ms)
         entry = self.alerts.get(base.fingerprint())
         if entry is None:
             entry = Entry(a, base, now_ms)
@@ -317,6 +319,9 @@ class AlertBook:
                     d.stale += 1            # a late symptom of a closed incident: absorbed
                     return d
             entry.alert = self._entry_alert(entry)
+            if quiet and entry.incident is not None:
+                # read again after a restart: its unlinked label set may be firing in Alertmanager
+                d.extend(self._resolved(base, "alert", False, now_ms))
             existing = self.alerts.get(entry.alert.fingerprint())
             if existing is not None:        # linked labels of an alert we already have
                 self._merge(existing, a)
@@ -325,10 +330,12 @@ class AlertBook:
                 self._put_alert(entry)
         else:
             self._merge(entry, a)
+        if quiet:
+            entry.notified = True
         d.am.append(entry.alert)
         return d
 
-    def on_incident(self, inc: Incident, record_ms: int, now_ms: int) -> Delta:
+    def on_incident(self, inc: Incident, record_ms: int, now_ms: int, quiet: bool = False) -> Delta:
         d = Delta()
         old = self.incidents.get(inc.id)
         if old is not None and old.inc.revision >= inc.revision:
@@ -355,6 +362,8 @@ class AlertBook:
             d.stale += 1                    # already over when first seen: never fires
         if not am.resolved(now_ms):
             d.am.append(am)
+            if quiet:
+                ie.notified = True
         self.incidents[inc.id] = ie
         self.incidents.move_to_end(inc.id)
         while len(self.incidents) > self.max_active:
@@ -497,13 +506,15 @@ class AlertBook:
         return d
 
 
-def apply_all(book: AlertBook, records: Iterable[tuple[Any, int]], now_ms: int) -> Delta:
-    """Feed ``(record, kafka timestamp ms)`` pairs (Alert or Incident) into ``book``."""
+def apply_all(book: AlertBook, records: Iterable[tuple[Any, int]], now_ms: int, *,
+              quiet: bool = False) -> Delta:
+    """Feed ``(record, kafka timestamp ms)`` pairs (Alert or Incident) into ``book``
+    (``quiet``: records read again, see ``AlertBook.on_alert``)."""
     d = Delta()
     for rec, record_ms in records:
         if isinstance(rec, Incident):
-            d.extend(book.on_incident(rec, record_ms, now_ms))
+            d.extend(book.on_incident(rec, record_ms, now_ms, quiet))
         else:
-            d.extend(book.on_alert(rec, now_ms))
+            d.extend(book.on_alert(rec, now_ms, quiet))
     d.extend(book.pending_notices(now_ms))
     return d

@@ -13,9 +13,11 @@ notices whose group wait is over go out, and every ``resend_s`` the firing set i
 re-posted to Alertmanager (which keeps alerts in memory only).
 
 In memory: at most ``batch`` records in flight and ``max_active`` alerts + incidents in the
-book. After a restart the book starts empty: alerts read before it still resolve at their
-``endsAt`` in Alertmanager, but an incident arriving after the restart cannot relabel
-them as its symptoms (see docs/alerts.md, Limits).
+book. The book is rebuilt after a restart or a rebalance: a newly assigned partition that
+the group has committed on is first read again from ``max(alert_ttl, incident_ttl)`` before
+now up to the committed offset ("replay": the records go into the book and to Alertmanager,
+which de-duplicates by labels, but make no webhook firing notice), so an incident arriving
+after the restart still links the alerts read before it.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class Every:
 
 
 class Stats:
-    __slots__ = ("records", "invalid", "stale", "am_posts", "am_alerts", "notices", "retries",
+    __slots__ = ("records", "replayed", "invalid", "stale", "am_posts", "am_alerts", "notices", "retries",
                  "gave_up", "dead_letters", "commits", "resends")
 
     def __init__(self) -> None:
@@ -101,6 +103,7 @@ class _Listener(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         log.info("notify partitions assigned: %d", len(assigned))
+        self.n._new_tps.update(assigned)   # rewound by the loop before their records count
 
 
 class Notifier:
@@ -126,6 +129,9 @@ class Notifier:
         self._dead: list[bytes] = []
         self._http: Http | None = None
         self._last_resend = time.monotonic()
+        self._new_tps: set[TopicPartition] = set()
+        #: per partition, the committed offset found at assignment: records below it are replay
+        self._replay_until: dict[TopicPartition, int] = {}
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
 
@@ -149,6 +155,9 @@ class Notifier:
             async with Http(self.ns.timeout_s) as self._http:
                 while not self._stop.is_set():
                     got = await c.getmany(timeout_ms=1000, max_records=self.ns.batch)
+                    if self._new_tps:
+                        for tp in await self._rewind():
+                            got.pop(tp, None)      # read again from the rewound position
                     self._idle.clear()
                     try:
                         if not await self.step(got):
@@ -161,22 +170,49 @@ class Notifier:
             finally:
                 await c.stop()
 
+    async def _rewind(self) -> set[TopicPartition]:
+        """Seek each newly assigned partition the group has committed on back to the state
+        horizon (records from then up to the committed offset are replay); returns them."""
+        assert self.consumer is not None
+        c = self.consumer
+        tps, self._new_tps = self._new_tps & c.assignment(), set()
+        horizon = now_ms() - 1000 * max(self.ns.alert_ttl_s, self.ns.incident_ttl_s)
+        moved: set[TopicPartition] = set()
+        for tp in sorted(tps):
+            committed = await c.committed(tp)
+            if not committed:
+                self._replay_until.pop(tp, None)
+                continue
+            found = (await c.offsets_for_times({tp: horizon})).get(tp)
+            start = committed if found is None else min(found.offset, committed)
+            self._replay_until[tp] = committed
+            if start < committed:
+                c.seek(tp, start)
+                moved.add(tp)
+                log.info("notify: %s[%d] replays offsets %d..%d to rebuild its state", tp.topic, tp.partition,
+                         start, committed - 1)
+        return moved
+
     async def step(self, got: dict[TopicPartition, list[Any]]) -> bool:
         """One batch: map, deliver, dead-letter, commit. False when stopped mid-delivery
         (nothing committed: the batch is read again)."""
         now = now_ms()
-        records = []
+        records, replay = [], []
         offsets: dict[TopicPartition, int] = {}
         for tp, recs in got.items():
             if not recs:
                 continue
             offsets[tp] = recs[-1].offset + 1
+            until = self._replay_until.get(tp, -1)
             for r in recs:
-                rec = self._decode(r)
+                rec = self._decode(r, dead=r.offset >= until)   # a replayed one was dead-lettered before
                 if rec is not None:
-                    records.append((rec, r.timestamp if r.timestamp and r.timestamp > 0 else now))
+                    (replay if r.offset < until else records).append(
+                        (rec, r.timestamp if r.timestamp and r.timestamp > 0 else now))
         self.stats.records += len(records)
-        delta = apply_all(self.book, records, now)
+        self.stats.replayed += len(replay)
+        delta = apply_all(self.book, replay, now, quiet=True)
+        delta.extend(apply_all(self.book, records, now))
         delta.extend(self.book.tick(now))
         if time.monotonic() - self._last_resend >= self.ns.resend_s:
             self._last_resend = time.monotonic()
@@ -195,12 +231,14 @@ class Notifier:
             self.on_step(self.stats)
         return True
 
-    def _decode(self, r: Any) -> Any:
+    def _decode(self, r: Any, dead: bool = True) -> Any:
         try:
             if r.value is None:
                 raise ValueError("empty record value")
             return self._decoders[r.topic].decode(r.value)
         except (msgspec.DecodeError, msgspec.ValidationError, ValueError, KeyError) as err:
+            if not dead:
+                return None
             self.stats.invalid += 1
             reason = f"notify: {r.topic} record is not a contract {'incident' if 'incident' in r.topic else 'alert'}: {err}"
             self._dead.append(dead_letter(r.value, reason, r.topic, r.partition, r.offset))
