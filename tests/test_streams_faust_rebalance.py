@@ -43,7 +43,8 @@ CHUNKS = 80
 
 @pytest.fixture
 def fsettings(settings):
-    return replace(settings, topic_partitions=3)
+    # a killed worker's partitions move after 6 s (the broker's minimum), not the default 15 s
+    return replace(settings, topic_partitions=3, worker_session_timeout_ms=6_000)
 
 
 def _lines() -> list[bytes]:
