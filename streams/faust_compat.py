@@ -166,6 +166,30 @@ def fast_drain(consumer_cls: type) -> type:
         finally:
             unset_flag(CONSUMER_FETCHING)
 
+    async def _commit_offsets(self: Any, offsets: Any, start_new_transaction: bool = True) -> bool:
+        """Faust's, except that a commit the broker refused is not recorded as done.
+
+        Faust updates ``_committed_offset`` whether or not the commit went through (one
+        that fails because the group "already rebalanced" returns False quietly), and the
+        acks it covered were already popped: the partition then never commits those
+        offsets again, and the group's committed offset stays behind wherever no record
+        follows. Here the committed offset is put back and the popped acks restored, so the
+        next commit retries them."""
+        before = {tp: self._committed_offset.get(tp) for tp in offsets}
+        did = await consumer_cls._commit_offsets(self, offsets, start_new_transaction=start_new_transaction)
+        if not did:
+            for tp, off in offsets.items():
+                prev = before.get(tp)
+                if self._committed_offset.get(tp) != off or prev is None or off <= prev:
+                    continue
+                self._committed_offset[tp] = prev
+                back = [o for o in range(prev, off) if o not in self._acked_index[tp]]
+                self._acked[tp].extend(back)
+                self._acked[tp].sort()
+                self._acked_index[tp].update(back)
+                self._faultline_failed_commits += 1
+        return did
+
     async def faultline_refetch(self: Any, tp: Any, offset: int) -> None:
         """Fetch ``tp`` again from ``offset``, on the consumer's own thread and loop
         (``seek_wait``, which sets the read offset too; Faust's ``seek`` calls aiokafka's
@@ -179,7 +203,8 @@ def fast_drain(consumer_cls: type) -> type:
 
     return type(consumer_cls.__name__, (consumer_cls,),
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
-                 "faultline_refetch": faultline_refetch,
+                 "faultline_refetch": faultline_refetch, "_commit_offsets": _commit_offsets,
+                 "_faultline_failed_commits": 0,
                  "__module__": consumer_cls.__module__})
 
 

@@ -395,3 +395,31 @@ async def test_refetch_goes_through_the_consumer_thread(app):
     consumer._seek = None                     # the thread-unsafe path must not be taken
     await consumer.faultline_refetch(a, 17)
     assert calls == [{a: 17}]
+
+
+async def test_a_refused_commit_is_not_recorded_as_done(app, monkeypatch):
+    """Faust records a commit as done even when the broker refused it (the group "already
+    rebalanced"), with its acks popped: that partition never committed those offsets
+    again. The wrapper puts the committed offset and the acks back, so the next commit
+    retries them; a commit that went through is recorded as before."""
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+    monkeypatch.setattr(consumer, "assignment", lambda: {tp})
+    consumer._committed_offset[tp] = 100
+    consumer._acked[tp] = list(range(100, 110))
+    consumer._acked_index[tp] = set(range(100, 110))
+    answers = []
+
+    async def _commit(offsets):
+        answers.append(dict(offsets))
+        return len(answers) > 1          # refused the first time, accepted the second
+
+    monkeypatch.setattr(consumer, "_commit", _commit)
+
+    async def flush():
+        return None
+    monkeypatch.setattr(app.producer, "flush", flush)
+    assert await consumer.force_commit() is False
+    assert consumer._committed_offset[tp] == 100 and sorted(consumer._acked[tp]) == list(range(100, 110))
+    assert await consumer.force_commit() is True
+    assert answers == [{tp: 110}, {tp: 110}] and consumer._committed_offset[tp] == 110
