@@ -34,9 +34,13 @@ topics: venv kafka-up
 peers:
 	@infra/peers/install.sh
 
-# peers first: it also installs python3-venv, Java and Maven that venv and kafka-jars need
+# peers first: it also installs python3-venv, Java and Maven that venv and kafka-jars need.
+# PYTEST_WORKERS pytest-xdist processes, each with its own broker; the groups of
+# tests/conftest.py keep tests that share a machine resource in one of them, one at a time.
+# PYTEST_WORKERS=0: the old serial run in one process.
+PYTEST_WORKERS ?= 2
 test: peers venv kafka-jars
-	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 demo: venv kafka-up
 	@$(BIN)/faultline demo $(DEMO_ARGS)
