@@ -406,7 +406,8 @@ def _run_jobs(settings: Settings, slurm: Slurm, all_cases: dict[str, Case], logd
                     "FAULTLINE_TOPIC_PREFIX": settings.topic_prefix, "PYTHONPATH": ""}
 
         def submit(c: Case) -> None:
-            env = {**base_env, "FL_FAULT": c.fault, "FL_CKPT_DIR": str(c.ckpt_dir), **c.env}
+            env = {**base_env, "FL_FAULT": c.fault, "FL_CKPT_DIR": str(c.ckpt_dir), "FL_MASTER_PORT": str(_free_port()),
+                   **c.env}
             if c.cgroup_mb:
                 env["FL_CGROUP"] = str(_memcg(c, cgroups))
             c.job = slurm.run("sbatch", "--parsable", "-J", f"rj-{c.name}", "-n", "2",
