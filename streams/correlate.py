@@ -44,7 +44,10 @@ CODE_EXCEPTIONS = frozenset({
     "UnboundLocalError", "RecursionError", "FileNotFoundError", "json.decoder.JSONDecodeError",
 })
 # signatures that report an application-side error (for the echo rule)
-APP_ERROR_SIGS = frozenset({"python_traceback", "segfault", "cuda_illegal_address", "cuda_oom"})
+APP_ERROR_SIGS = frozenset({"python_traceback", "segfault", "cuda_illegal_address", "cuda_oom", "cuda_device_assert"})
+# signatures of the user's own data or code whatever the stack runs (a failed assertion in a
+# CUDA kernel checking the user's data): never what a version change produces
+USER_BUG_SIGS = frozenset({"cuda_device_assert"})
 # stack components a training job runs on (a change of BMC firmware rarely breaks one)
 RUNTIME_COMPONENTS = frozenset({"driver", "cuda", "nccl", "image", "framework", "ofed", "kernel",
                                 "container_runtime", "gpu_firmware"})
@@ -257,7 +260,19 @@ def _pci_key(pci: str) -> str:
     return ":".join(parts).split(".")[0]
 
 
-def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | None = None) -> str:
+def _mount_point(view: View, seen: dict | None, node: str | None, path: str, nodes: Iterable[str]) -> str | None:
+    """The longest mount point holding ``path``: from the node's inventory or from the mounts its
+    storage signals name (a file system known only from its samples), on ``node``, else on the
+    job's nodes."""
+    for n in ([node] if node else []) + [x for x in nodes if x != node]:
+        known = [m for m in (view.mount_of(n, path),) if m] + [m for m in (seen or {}).get(n, ()) if _under(path, m)]
+        if known:
+            return max(known, key=len)
+    return None
+
+
+def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | None = None,
+               seen: dict | None = None) -> str:
     """The culprit of ``sig`` in the contract's component form."""
     cat = sig.category
     d = sig.data
@@ -328,12 +343,7 @@ def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | No
             ps = sorted({m.path for n in rec.nodes for m in view.mounts.get(n, ())})
             path = ps[0] if len(ps) == 1 else "?"
         if path != "?":
-            m = view.mount_of(sig.node, path)
-            if m is None:
-                for n in rec.nodes:
-                    m = view.mount_of(n, path)
-                    if m:
-                        break
+            m = _mount_point(view, seen, sig.node, path, rec.nodes)
             if m is None:
                 parts = [p for p in path.split("/") if p]
                 m = "/" + parts[0] if parts else path
@@ -374,7 +384,7 @@ def _is_app_code(sig: Signal | None) -> bool:
     if sig is None:
         return False
     name = sig.data.get("signature")
-    if name == "cuda_illegal_address":
+    if name == "cuda_illegal_address" or name in USER_BUG_SIGS:
         return True
     if name != "python_traceback":
         return False
@@ -520,6 +530,12 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     post_grace = max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0)
     cands: dict[tuple[str, str], _Cand] = {}
     xid_events = {(s.node, s.data.get("xid")) for s in sigs if s.kind == "xid"}
+    # mount points the storage signals of each node name (samples of a mount its inventory may not list)
+    seen_mounts: dict[str, set[str]] = {}
+    for s in sigs:
+        if s.layer == "storage" and s.node and not s.kind.startswith("log:") and not s.subject.startswith("job:") \
+                and isinstance(s.data.get("path"), str) and s.data["path"].startswith("/"):
+            seen_mounts.setdefault(s.node, set()).add(s.data["path"].rstrip("/") or "/")
     pci_index = {(s.node, _pci_key(s.data["pci"])): s.data["gpu"] for s in sigs
                  if s.kind == "xid" and s.data.get("gpu") is not None and s.data.get("pci")}
     for s in sigs:
@@ -578,7 +594,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             # erroring rank's own node before the error
             if not (score >= 0.8 and s.node == app_node and app_ts is not None and s.ts <= app_ts):
                 score *= 0.4
-        comp = _component(s, rec, view, pci_index)
+        comp = _component(s, rec, view, pci_index, seen_mounts)
         key = (cat, comp)
         c = cands.get(key)
         if c is None:
@@ -634,8 +650,9 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     # a plain bug in user code (KeyError, TypeError...) is not what a driver, library or image
     # upgrade produces; broken packaging (ImportError, undefined symbol) or a driver-level
     # crash (illegal address, segfault, driver XID, NCCL failure, a hang) can be
-    user_bugs = [s for s in code_errs if s.data.get("signature") == "python_traceback"
-                 and (s.data.get("exception") or "").rsplit(".", 1)[-1] not in LIB_EXCEPTIONS]
+    user_bugs = [s for s in code_errs if s.data.get("signature") in USER_BUG_SIGS or (
+                 s.data.get("signature") == "python_traceback"
+                 and (s.data.get("exception") or "").rsplit(".", 1)[-1] not in LIB_EXCEPTIONS)]
     # a concrete fault on the job's path explains the failure better than a change does
     concrete = max((c.score for c in cands.values() if c.category in CONCRETE
                     and not all(x.data.get("fabric") for x in c.sigs)), default=0.0)

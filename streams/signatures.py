@@ -248,6 +248,11 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("cuda_illegal_address", ("illegal memory access", "misaligned address", "illegal instruction"),
           r"an illegal memory access was encountered|misaligned address|an illegal instruction was encountered",
           "gpu", None, "critical", "weak", _rank_only),
+    # a failed assertion inside a CUDA kernel (ATen's checks of the user's data, e.g. a label out
+    # of range in a loss: "Loss.cu:250: ... Assertion `t >= 0 && t < n_classes` failed.") and
+    # PyTorch's report of it ("CUDA error: device-side assert triggered"): the user's data or code
+    _Rule("cuda_device_assert", ("device-side assert triggered", "Assertion `"),
+          r"Assertion `[^`]*` failed|device-side assert triggered", "gpu", None, "critical", "weak", _rank_only),
     _Rule("dataloader_timeout", ("DataLoader timed out",), r"DataLoader timed out", "storage", None, "critical",
           "symptom", _rank_only),
     _Rule("cuda_error", ("CUDA error: ",), r"CUDA error: ([^\n]*)", "gpu", None, "critical", "symptom", _groups("error")),

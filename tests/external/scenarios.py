@@ -1443,6 +1443,19 @@ def image_rollout_then_time_limit_and_assertion():
                                              ("train.py", "model/loss.py")), rank=3)
     exp.append(Expect("ir-301", 0, category="scheduler", component="job:ir-301"))
     exp.append(Expect("ir-301", 1, category="application", component="job:ir-301", ckpt_step=None))
+    # the same, with the assertion a CUDA kernel of the user's loss raises (a label out of range)
+    v0 = s.run("ir-302", 0, nodes[3:4], 8, -45 * MIN, -25 * MIN, "preempted", exit_code=None, image=old, reason="Preempted")
+    s.heartbeat(v0, -45 * MIN + 30 * SEC, -26 * MIN, 30 * SEC, ranks="zero")
+    v1 = s.run("ir-302", 1, nodes[3:4], 8, 15 * MIN, 24 * MIN, "failed", exit_code=1, image=new)
+    s.heartbeat(v1, 15 * MIN + 30 * SEC, 23 * MIN, 30 * SEC, ranks="zero")
+    s.say(v1, 23 * MIN + 20 * SEC, "/opt/conda/conda-bld/pytorch_1708025847130/work/aten/src/ATen/native/cuda/Loss.cu:250: "
+          "nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+          rank=2)
+    s.say(v1, 23 * MIN + 21 * SEC, traceback("RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors "
+                                             "might be asynchronously reported at some other API call",
+                                             ("train.py", "model/loss.py")), rank=2)
+    exp.append(Expect("ir-302", 0, category="scheduler", component="job:ir-302"))
+    exp.append(Expect("ir-302", 1, category="application", component="job:ir-302", ckpt_step=None))
     # requeued onto the new image across two nodes, one of which still runs the old driver: its
     # ranks fail at start with CUDA's 'driver too old' - that node's driver, not the image
     stale = "h100-09"
@@ -1495,3 +1508,59 @@ def local_scratch_full_on_another_node():
         s.mount(n, "/scratch", -5 * MIN, 57 * MIN, 30 * SEC, fs="xfs", tweak=full)
     return s.arrival(), [Expect("sc-88", category="unknown", component="job:sc-88", ruled_out={"storage"},
                                 ckpt_step=None)]
+
+
+@scenario
+def nfs_hang_mounts_known_only_from_samples():
+    """The inventory lists no storage for the nodes (an agent without the mount table); the
+    mounts are known only from their storage samples. The checkpoint filer slows down, the
+    kernel says 'nfs: server filer-02 not responding' and the next checkpoint write hangs: the
+    culprit is the mount /mnt/ckpt (the longest mount point seen holding the checkpoint's path),
+    not '/mnt' and not an unresolved 'path:?'."""
+    s = Story("nfsnoinv")
+    nodes = ["gpu-nn-01", "gpu-nn-02"]
+    for i, n in enumerate(nodes):
+        s.attach(n, [("ib0", "ib-leaf-09", f"{i + 1}/1", "ib-pod-9")], [])
+        s.stack(n, driver="535.183.01", nccl="2.18.3")
+    a = s.run("train-5582", 0, nodes, 4, 0, 60 * MIN, "cancelled", exit_code=None, signal=15)
+    st = s.heartbeat(a, 20 * SEC, 10 * MIN - 20 * SEC, 20 * SEC)
+    s.ckpt(a, 10 * MIN, st, f"/mnt/ckpt/train-5582/step_{st:07d}.pt")
+    good = st
+    st = s.heartbeat(a, 10 * MIN + 20 * SEC, 22 * MIN, 20 * SEC, step0=st)
+    s.ckpt(a, 22 * MIN + 10 * SEC, st, f"/mnt/ckpt/train-5582/step_{st:07d}.pt", "started")
+    s.say(a, 21 * MIN, "nfs: server filer-02 not responding, still trying", node=nodes[1], stream="kernel")
+
+    def slow(t):
+        if t >= 19 * MIN:
+            return {"write_lat_ms": 2_800.0 + (t % 5) * 200, "read_lat_ms": 950.0, "write_mbps": 2.0, "read_mbps": 4.0}
+        return None
+    for n in nodes:
+        s.mount(n, "/mnt/ckpt", -20 * MIN, 62 * MIN, 30 * SEC, tweak=slow)
+        s.mount(n, "/mnt/home", -20 * MIN, 62 * MIN, 30 * SEC)
+        s.gpus(n, 4, -20 * MIN, 62 * MIN, 15 * SEC, tweak=lambda t, g: {"util_pct": 0.0} if t > 22 * MIN else None)
+        s.bmc(n, -20 * MIN, 62 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("train-5582", category="storage_slow", component="path:/mnt/ckpt",
+                                ruled_out={"gpu", "hw"}, not_ruled_out={"storage"}, ckpt_step=good)]
+
+
+@scenario
+def enospc_under_a_mount_known_from_samples():
+    """The inventory lists '/' and '/data' for the node; '/data/shared', a separate file system
+    mounted under it, is known only from its storage samples. It fills up and the job dies of
+    ENOSPC writing '/data/shared/run7/ckpt.pt': the culprit is the longest mount point seen
+    holding that file, /data/shared, not /data."""
+    s = Story("enospcnest")
+    node = "gpu-ds-01"
+    s.attach(node, [("ib0", "ib-leaf-03", "5/1", "ib-pod-3")], [("/", "ext4", None), ("/data", "nfs", "nas-d")])
+    s.stack(node, driver="550.54.15", nccl="2.21.5")
+    a = s.run("ds-7", 0, [node], 8, 0, 21 * MIN, "failed", exit_code=1)
+    st = s.heartbeat(a, 20 * SEC, 20 * MIN, 20 * SEC)
+    s.say(a, 20 * MIN + 30 * SEC, traceback(
+        "OSError: [Errno 28] No space left on device: '/data/shared/run7/ckpt.pt'", ("train.py", "torch/serialization.py")),
+        rank=0)
+    s.mount(node, "/data/shared", -20 * MIN, 23 * MIN, 30 * SEC, fs="nfs4",
+            tweak=lambda t: {"used_pct": 100.0} if t >= 19 * MIN else {"used_pct": 90.0 + t / MIN / 3})
+    s.mount(node, "/data", -20 * MIN, 23 * MIN, 30 * SEC, fs="nfs4")
+    s.gpus(node, 8, -20 * MIN, 23 * MIN, 15 * SEC)
+    s.bmc(node, -20 * MIN, 23 * MIN, 60 * SEC)
+    return s.arrival(), [Expect("ds-7", category="storage_full", component="path:/data/shared", ckpt_step=None)]
