@@ -87,8 +87,10 @@ MAX_DEFERRED = 100_000
 REVOKE_WAIT_S = 10.0
 #: a partition whose commit a head gap has held at the same offset this long, with nothing
 #: below the gap still being processed, is fetched again from its committed offset
-#: (``CommitWatch``)
-STUCK_COMMIT_S = 20.0
+#: (``CommitWatch``). Records are processed and acked in order, so a head gap that stays is
+#: a skipped record; soon, so that its job's fence window (``JOB_FENCE_WINDOW``) still
+#: holds the offsets around it
+STUCK_COMMIT_S = 5.0
 #: errors of one kind logged at most once per this many seconds (with a count)
 ERROR_EVERY_S = 30.0
 #: ``off``: no recovery gate and no coverage rule (session 2's behaviour; for diagnosing and

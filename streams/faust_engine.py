@@ -28,6 +28,8 @@ a worker restarted after a crash skips what it had already applied.
 
 from __future__ import annotations
 
+import bisect
+
 import time
 from typing import Any, Callable, Iterable, Union
 
@@ -316,16 +318,42 @@ class _IndexProxy:
         return out
 
 
+#: job keys remember this many of their last applied offsets per partition (``Fence``)
+JOB_FENCE_WINDOW = 256
+
+
 class Fence(Struct):
-    """Last applied offset per ``topic/partition`` of one key."""
+    """Last applied offset per ``topic/partition`` of one key, and (``window`` > 0) the
+    key's last ``window`` applied offsets there.
+
+    Without the window an offset at or below the last applied one is a replay. But a
+    record can be skipped and re-fetched later (Faust drops a record of an earlier
+    consumer-group generation without acking it; ``agents.CommitWatch`` fetches the
+    partition again): if a later record of the key was applied meanwhile, the skipped one
+    would be rejected as a replay and lost. With the window, an offset inside it that is
+    not among the applied ones is accepted (a hole filled); below it, a replay."""
 
     offsets: dict[str, int] = {}
+    recent: dict[str, list[int]] = {}
 
-    def accept(self, topic: str, partition: int, offset: int) -> bool:
+    def accept(self, topic: str, partition: int, offset: int, window: int = 0) -> bool:
         k = f"{topic}/{partition}"
-        if offset <= self.offsets.get(k, -1):
+        if offset > self.offsets.get(k, -1):
+            self.offsets[k] = offset
+            if window:
+                rec = self.recent.get(k)
+                if rec is None:
+                    rec = self.recent[k] = []
+                rec.append(offset)
+                if len(rec) > window:
+                    del rec[: len(rec) - window]
+            return True
+        rec = self.recent.get(k) if window else None
+        if not rec or offset < rec[0] or offset in rec:
             return False
-        self.offsets[k] = offset
+        bisect.insort(rec, offset)       # a hole filled: the record was never applied
+        if len(rec) > window:
+            del rec[: len(rec) - window]
         return True
 
 
@@ -340,6 +368,7 @@ class _Side:
         self.core = Engine(config, index=self.index, world=SharedWorld(shared), listener=listener)
         self.cfg = self.core.cfg
         self.fences: dict[str, Fence] = {}
+        self.fence_window = 0            # JobSide: JOB_FENCE_WINDOW (Fence)
         self.dirty: set[str] = set()
 
     @property
@@ -351,7 +380,7 @@ class _Side:
         f = self.fences.get(key)
         if f is None:
             f = self.fences[key] = Fence()
-        return f.accept(topic, partition, offset)
+        return f.accept(topic, partition, offset, self.fence_window)
 
     def take(self) -> tuple[list[Signal], list[Any]]:
         """Signals for the signals topic, and alerts + incident revisions for the outputs."""
@@ -464,6 +493,7 @@ class JobSide(_Side):
     def __init__(self, shared: Shared, config: EngineConfig | None = None, *,
                  recheck_s: float = 60.0) -> None:
         super().__init__(shared, config, listener=self)
+        self.fence_window = JOB_FENCE_WINDOW
         self.evaluated: dict[str, float] = {}          # iid -> wall time evaluated
         self.recheck_s = recheck_s
         self._alloc_written: dict[str, bytes] = {}

@@ -115,3 +115,29 @@ def test_a_failing_event_or_evaluation_is_skipped_and_reported():
     assert any(a.subject == "gpu:n2/1" and a.detector == "xid" for a in eng.alerts())
     [inc] = eng.incidents()
     assert inc.root_cause.component == "gpu:n2/1" and inc.state == "failed"
+
+
+def test_job_fence_window_takes_a_skipped_record_back_and_rejects_replays():
+    """A job record skipped (Faust dropped it unacked) and fetched again after later records
+    of the job were applied is accepted once (a hole filled), never twice; a replay of an
+    applied offset, or one older than the window, is rejected. Without a window (node keys)
+    everything at or below the last applied offset is a replay, as before."""
+    from faultline.streams.faust_engine import Fence
+
+    f = Fence()
+    for off in (10, 11, 12, 15, 16):          # 13 and 14 skipped
+        assert f.accept("t.runtime", 0, off, window=4)
+    assert f.accept("t.runtime", 0, 13, window=4)         # the re-fetched hole
+    assert not f.accept("t.runtime", 0, 13, window=4)     # ... but only once
+    assert not f.accept("t.runtime", 0, 16, window=4)     # an applied one: a replay
+    assert not f.accept("t.runtime", 0, 11, window=4)     # older than the window (12..16 kept)
+    assert f.recent["t.runtime/0"] == [12, 13, 15, 16]
+    g = Fence()
+    assert g.accept("t.gpu", 0, 10) and g.accept("t.gpu", 0, 12) and not g.accept("t.gpu", 0, 11)
+
+
+def test_job_dumps_carry_the_fence_window():
+    from faultline.streams.faust_engine import JOB_FENCE_WINDOW, JobSide, NodeSide, Shared
+
+    shared = Shared({}, lambda k, v: None)
+    assert JobSide(shared).fence_window == JOB_FENCE_WINDOW > 0 and NodeSide(shared).fence_window == 0
