@@ -28,7 +28,10 @@ PACKAGES=(
 
 missing=()
 for p in "${PACKAGES[@]}"; do
-    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
+    # no pipe into grep -q: under pipefail an early grep exit SIGPIPEs dpkg and reports a
+    # package missing at random (then every make test ran apt-get update)
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ $status == "install ok installed" ]] || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
     echo "peers: all ${#PACKAGES[@]} packages installed"
