@@ -75,7 +75,7 @@ class Case:
     #: "scancel" | "requeue" | "remount_ro" | "time_limit" (driven by the harness)
     action: str | None = None
     action_after_ckpt: int = 2              # ... once this many checkpoints are on disk
-    action_after_fault_s: float | None = None  # ... or this long after the faulty rank's FAULT_LINES line
+    action_after_alert: str | None = None   # ... or once fl.alerts has this detector's alert for the job
     start_after: str | None = None          # submitted START_AFTER_S after that case's fault line
     cgroup_mb: int | None = None            # the faulty rank runs in a memory cgroup of this size
     # filled in by the run
@@ -83,6 +83,7 @@ class Case:
     ckpt_dir: Path = Path()
     acted_at: float | None = None
     fault_seen_at: float | None = None      # when the harness saw the faulty rank's FAULT_LINES line
+    alert_seen_at: float | None = None      # when the harness saw the action_after_alert alert
     failed_seen_at: float | None = None
     on_disk: list[int] = field(default_factory=list)   # step_N.pt files at the end of the run
     first_attempt_on_disk: list[int] = field(default_factory=list)  # ... when attempt 0 ended (requeue)
@@ -96,8 +97,9 @@ def cases() -> list[Case]:
         # a checkpoint every 5 s, not 1.5 s: see test_last_checkpoint_is_the_highest_step_not_the_latest_report;
         # its limit brought forward once 2 checkpoints are on disk
         Case("timeout", "forever", time_limit="1", action="time_limit", env={"FL_CKPT_EVERY": "10"}),
-        # ... this one's once the stall alert is due (the 20 s floor after the last progress) + 2 s
-        Case("hang", "hang", time_limit="1", action="time_limit", action_after_fault_s=STALL_FLOOR_MS / 1000 + 2,
+        # ... this one's once the worker's stall alert for it is on fl.alerts (the threshold is the
+        # 20 s floor or 10 x the job's p90 progress interval, whichever is longer)
+        Case("hang", "hang", time_limit="1", action="time_limit", action_after_alert="stall",
              env={"FL_FAULT_STEP": "8"}),
         Case("scancel", "forever", action="scancel"),
         Case("requeue", "exception_first", action="requeue", env={"FL_STEPS": "10", "FL_FAULT_STEP": "8"}),
@@ -419,6 +421,8 @@ def _run_jobs(settings: Settings, slurm: Slurm, all_cases: dict[str, Case], logd
             # settle 0.3 s, rounds of 0.5 s: the collector reports a save well before the next one
             # (2 s later), see test_last_checkpoint_is_the_highest_step_not_the_latest_report
             col.add(CheckpointCollector([str(c.ckpt_dir)], job=c.job, settle_s=0.3), 0.5)
+            if c.action_after_alert:
+                _Background(lambda: _watch_alert(settings, c, timeout_s=deadline - time.monotonic()))
             if c.cgroup_mb:
                 # every case shares the one Slurm node: the kernel collector is pinned to the OOM
                 # case's job (unpinned, it gives a kernel line to every job running on the node)
@@ -482,6 +486,18 @@ def _drive(slurm: Slurm, cs: dict[str, Case], worker: Any, sink: Any, col: Colle
                                    for n, c in cs.items()))
 
 
+def _watch_alert(settings: Settings, c: Case, *, timeout_s: float) -> None:
+    """Note when the worker's ``c.action_after_alert`` alert for the case's job is on fl.alerts."""
+    from faultline.streams.faust_harness import read_topic
+
+    def seen(recs: list[Any]) -> bool:
+        return any((d := orjson.loads(r.value)).get("detector") == c.action_after_alert and d.get("job") == c.job
+                   for r in recs)
+
+    if seen(asyncio.run(read_topic(settings, "fl.alerts", until=seen, timeout_s=max(1.0, timeout_s)))):
+        c.alert_seen_at = time.monotonic()
+
+
 def _watch_fault(c: Case, logdir: Path) -> None:
     """Note when the case's faulty rank logs that its fault began (``FAULT_LINES``)."""
     line = FAULT_LINES.get(c.fault)
@@ -506,8 +522,8 @@ def _ready(c: Case, info: dict[str, str]) -> bool:
         return time.monotonic() - c.failed_seen_at >= REQUEUE_AFTER_S
     if info.get("JobState") != "RUNNING":
         return False
-    if c.action_after_fault_s is not None:
-        return c.fault_seen_at is not None and time.monotonic() - c.fault_seen_at >= c.action_after_fault_s
+    if c.action_after_alert is not None:
+        return c.alert_seen_at is not None
     return len(list(c.ckpt_dir.glob("step_*.pt"))) >= c.action_after_ckpt
 
 
@@ -539,7 +555,9 @@ def _wait_incidents(settings: Settings, cs: dict[str, Case], *, deadline: float)
         got = latest_incidents(recs).values()
         jobs = {i["job"] for i in got}
         rq = [i for i in got if i["job"] == cs["requeue"].job and i["attempt"] == 0]
-        return want <= jobs and bool(rq) and rq[0].get("retry") is not None
+        # a stall incident is revised when its job ends (state "stalled" -> how it ended)
+        ended = all(i["state"] != "stalled" for i in got if i["job"] in want)
+        return want <= jobs and ended and bool(rq) and rq[0].get("retry") is not None
 
     recs = asyncio.run(read_topic(settings, "fl.incidents", until=done,
                                   timeout_s=max(5.0, deadline - time.monotonic()), idle_s=3.0))
