@@ -118,7 +118,6 @@ def fast_drain(consumer_cls: type) -> type:
         try:
             while not (consumer_should_stop() or fetcher_should_stop()):
                 set_flag(CONSUMER_FETCHING)
-                seeks_at = self._faultline_seeks
                 ait = getmany(timeout=1.0)
                 await self.sleep(0)
                 if not self.should_stop:
@@ -148,12 +147,7 @@ def fast_drain(consumer_cls: type) -> type:
                             # Setting the old offset now would make every re-fetched record
                             # below it look already read: never delivered, never acked, the
                             # commit stuck at that gap for good. The seek set it already.
-                            # ... and a record fetched before a seek (Faust resumes the stream
-                            # partitions before its seek to the committed offsets completes)
-                            # must not move the read offset the seek set: it would skip the
-                            # records the seek re-fetches, and a stream that dropped the
-                            # first copy (an earlier generation) never sees them
-                            if message.generation_id == app.consumer_generation_id and seeks_at == self._faultline_seeks:
+                            if message.generation_id == app.consumer_generation_id:
                                 set_read_offset(tp, offset)
                     unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
@@ -171,13 +165,6 @@ def fast_drain(consumer_cls: type) -> type:
             raise
         finally:
             unset_flag(CONSUMER_FETCHING)
-
-    async def perform_seek(self: Any) -> None:
-        self._faultline_seeks += 1          # before and after: a fetch during it counts too
-        try:
-            await consumer_cls.perform_seek(self)
-        finally:
-            self._faultline_seeks += 1
 
     async def _commit_offsets(self: Any, offsets: Any, start_new_transaction: bool = True) -> bool:
         """Faust's, except that a commit the broker refused is not recorded as done.
@@ -217,7 +204,7 @@ def fast_drain(consumer_cls: type) -> type:
     return type(consumer_cls.__name__, (consumer_cls,),
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
                  "faultline_refetch": faultline_refetch, "_commit_offsets": _commit_offsets,
-                 "_faultline_failed_commits": 0, "perform_seek": perform_seek, "_faultline_seeks": 0,
+                 "_faultline_failed_commits": 0,
                  "__module__": consumer_cls.__module__})
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -215,6 +215,20 @@ async def wait_caught_up(settings: Settings, group_id: str, topics: Any = None, 
         if time.monotonic() > deadline:
             raise TimeoutError(f"group {group_id} still {lag} records behind after {timeout_s:.0f} s")
         await asyncio.sleep(poll_s)
+
+
+async def produce(settings: Settings, lines: list[bytes], raw: Iterable[tuple[str, bytes, bytes]] = ()) -> None:
+    """Publish contract lines (decoded, to their layer's topic) and raw records ``(topic, key,
+    value)`` as they are, through the producers' ``Publisher``; flushed before it returns."""
+    from ..producers.publish import Publisher
+    from ..schemas.codec import decode
+
+    async with Publisher(settings, compression=None) as pub:
+        for line in lines:
+            await pub.send(decode(line))
+        for topic, key, value in raw:
+            await pub.send_raw(topic, key, value)
+        await pub.flush()
 
 
 async def read_topic(settings: Settings, topic: str, *, until: Callable[[list[Any]], bool],

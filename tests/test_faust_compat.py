@@ -423,38 +423,3 @@ async def test_a_refused_commit_is_not_recorded_as_done(app, monkeypatch):
     assert consumer._committed_offset[tp] == 100 and sorted(consumer._acked[tp]) == list(range(100, 110))
     assert await consumer.force_commit() is True
     assert answers == [{tp: 110}, {tp: 110}] and consumer._committed_offset[tp] == 110
-
-
-async def test_a_record_fetched_before_the_seek_does_not_move_the_read_offset(app):
-    """Faust resumes the stream partitions before its seek to the committed offsets
-    completes: a record fetched before the seek and delivered after it is delivered (never
-    dropped: a drop is a hole the offset fences make permanent), but the read offset stays
-    where the seek put it, so the records the seek re-fetches are delivered again."""
-    consumer = app.consumer
-    tp = TP("t.gpu", 0)
-    delivered, calls = [], []
-
-    class Fetcher:
-        _stopped = asyncio.Event()
-
-    async def callback(message):
-        delivered.append(message.offset)
-
-    async def getmany(timeout):
-        calls.append(1)
-        if len(calls) == 1:                          # fetched before the seek
-            yield tp, Msg(tp.topic, 0, 90, tp=tp)
-            consumer._faultline_seeks += 2           # perform_seek ran: committed offset 40
-            consumer._read_offset[tp] = 40
-            yield tp, Msg(tp.topic, 0, 91, tp=tp)
-        else:                                        # fetched after it
-            for off in (40, 41):
-                yield tp, Msg(tp.topic, 0, off, tp=tp)
-            Fetcher._stopped.set()
-
-    consumer.callback, consumer.getmany = callback, getmany
-    app.consumer_generation_id = 0
-    app.flow_control.resume()
-    consumer.suspend_flow.clear()
-    await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
-    assert delivered == [90, 91, 40, 41] and consumer._read_offset[tp] == 41

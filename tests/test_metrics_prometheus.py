@@ -30,11 +30,10 @@ import orjson
 import pytest
 
 from conftest import free_port
-from faultline.producers.publish import Publisher
 from faultline.producers.simulate import simulate
 from faultline.schemas.codec import decode, now_ms
 from faultline.schemas.registry import INPUT_TOPICS, LAYER_TOPICS
-from faultline.streams.faust_harness import (SinkProcess, WorkerProcess, read_topic, sink_group_id,
+from faultline.streams.faust_harness import (produce, SinkProcess, WorkerProcess, read_topic, sink_group_id,
                                              wait_caught_up)
 from faultline.streams.faust_topics import ensure_topics
 
@@ -122,13 +121,6 @@ class Prometheus:
             time.sleep(0.5)
 
 
-async def produce(settings, lines: list[bytes], raw: list[tuple[str, bytes, bytes]]) -> None:
-    async with Publisher(settings, compression=None) as pub:
-        for line in lines:
-            await pub.send(decode(line))
-        for topic, key, value in raw:
-            await pub.send_raw(topic, key, value)
-        await pub.flush()
 
 
 def by(records, key) -> dict:

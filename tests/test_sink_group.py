@@ -20,12 +20,11 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from faultline.producers.publish import Publisher
 from faultline.producers.simulate import simulate
 from faultline.schemas.codec import ContractError, decode, now_ms
 from faultline.sinks.store import open_store
 from faultline.sinks.writer import SinkWriter
-from faultline.streams.faust_harness import (SinkProcess, WorkerProcess, group_lag, latest_incidents,
+from faultline.streams.faust_harness import (produce, SinkProcess, WorkerProcess, group_lag, latest_incidents,
                                              read_topic, sink_group_id, wait_caught_up, worker_env)
 from faultline.streams.faust_sink import SinkConsumer
 from faultline.streams.faust_topics import ensure_topics
@@ -52,13 +51,6 @@ def sim_lines() -> list[bytes]:
     return lines
 
 
-async def produce(settings, lines, raw=()) -> None:
-    async with Publisher(settings, compression=None) as pub:
-        for line in lines:
-            await pub.send(decode(line))
-        for topic, key, value in raw:
-            await pub.send_raw(topic, key, value)
-        await pub.flush()
 
 
 class _Rec:

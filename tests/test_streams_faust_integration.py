@@ -15,11 +15,10 @@ import msgspec
 import orjson
 import pytest
 
-from faultline.producers.publish import Publisher
 from faultline.producers.simulate import simulate
 from faultline.schemas.codec import decode, now_ms
 from faultline.streams.engine import Engine, EngineConfig
-from faultline.streams.faust_harness import WorkerProcess, latest_incidents, read_topic, without_revision
+from faultline.streams.faust_harness import produce, WorkerProcess, latest_incidents, read_topic, without_revision
 from faultline.streams.faust_topics import ensure_topics
 
 pytestmark = pytest.mark.kafka
@@ -49,13 +48,6 @@ def expected_incidents(lines: list[bytes], settings) -> dict[str, dict]:
     return {i.id: without_revision(msgspec.to_builtins(i)) for i in eng.incidents()}
 
 
-async def produce(settings, lines: list[bytes], raw: list[tuple[str, bytes, bytes]] = ()) -> None:
-    async with Publisher(settings, compression=None) as pub:
-        for line in lines:
-            await pub.send(decode(line))
-        for topic, key, value in raw:
-            await pub.send_raw(topic, key, value)
-        await pub.flush()
 
 
 async def wait_incidents(settings, expected: dict, timeout_s: float) -> dict[str, dict]:
