@@ -175,6 +175,14 @@ class Watermarks:
     def local(self) -> tuple[int, bool] | None:
         """This worker's ``(watermark, idle)``, or None before it has seen any input."""
         if not self._parts:
+            # nothing read since the last rebalance: when every assigned partition is
+            # known to be caught up, this worker is idle where event time stands (else it
+            # sent no tick at all, covered none of its partitions, and event time stopped
+            # for every worker: a worker whose input had all been read before a rebalance
+            # held every incident back for good)
+            exp = self._expected
+            if exp and all(self.behind(*tp) is False for tp in exp):
+                return self._local_last, True
             return None
         now = time.monotonic()
         active: list[float] = []

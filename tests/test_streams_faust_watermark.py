@@ -207,3 +207,26 @@ def test_one_source_stamped_hours_ahead_does_not_move_the_partition_time():
     assert w.local()[0] == base + 9_000                          # min over partitions, not 23 h on
     assert w._parts[("fl.gpu", 1)][0] == base + 9_500
     assert w.skewed == 1 and w.clock.skewed_events() == 1
+
+
+def test_a_worker_with_nothing_left_to_read_after_a_rebalance_is_idle_where_time_stands():
+    """All its input read before a rebalance, a worker observes no record afterwards. It
+    used to send no tick (no watermark of its own), so nobody covered its partitions and
+    event time stopped for every worker: the incidents of the end of the input never came.
+    Now, once every assigned partition is known to be caught up, it is idle at the global
+    watermark; with a partition still to read it says nothing, as before."""
+    hw = {("fl.gpu", 0): 10, ("fl.gpu", 1): 10}
+    pos = {("fl.gpu", 0): 10, ("fl.gpu", 1): 4}
+    w = Watermarks(idle_s=IDLE_S, universe=list(hw), offsets=lambda t, p: (hw[(t, p)], pos[(t, p)]))
+    w.expect(hw)
+    w.observe("fl.gpu", 0, 1_000)
+    w.read("fl.gpu", 0, 9)
+    w.observe("fl.gpu", 1, 1_200)
+    w.read("fl.gpu", 1, 9)
+    assert w.value("me")[0] == 1_000
+    w.forget_partitions()                               # a rebalance, nothing new to read
+    w.expect(hw)
+    assert w.local() is None                            # fl.gpu/1 not fetched to its end yet
+    pos[("fl.gpu", 1)] = 10
+    assert w.local() == (1_000, True)                   # caught up everywhere: idle, time as it was
+    assert w.covered() == frozenset(hw)
