@@ -524,13 +524,9 @@ def commit_heads(app: Any) -> dict[str, tuple[Any, ...]]:
     count, read offset, gaps). Faust commits the first run of consecutive acked offsets
     after the committed one, so a head gap (lowest acked > committed + 1) holds it back."""
     c = app.consumer
-    out: dict[str, tuple[Any, ...]] = {}
-    for tp, acked in list(c._acked.items()):
-        committed = c._committed_offset.get(tp)
-        if acked and committed is not None and min(acked) - committed > 1:
-            out[f"{tp.topic}/{tp.partition}"] = (committed, min(acked), len(acked),
-                                                 c._read_offset.get(tp), len(c._gap.get(tp) or ()))
-    return out
+    return {f"{tp.topic}/{tp.partition}": (committed, lowest, len(c._acked[tp]), c._read_offset.get(tp),
+                                           len(c._gap.get(tp) or ()))
+            for tp, (committed, lowest) in head_gaps(app).items()}
 
 
 def mark_inbound(app: Any, tps: Iterable[Any]) -> None:
