@@ -5,15 +5,29 @@ VENV := .venv
 BIN := $(VENV)/bin
 export FAULTLINE_HOME ?= $(CURDIR)
 
-.PHONY: venv demo test kafka-up kafka-down kafka-jars topics peers clean bench
+# the client port of the broker `make kafka-up` starts (infra/kafka/kafka.sh) and that
+# `make demo` / `make topics` / `make bench` point faultline at, unless FAULTLINE_KAFKA_BOOTSTRAP says otherwise
+KAFKA_PORT ?= 9092
 
-$(BIN)/faultline: pyproject.toml
+.PHONY: venv venv-test demo test kafka-up kafka-down kafka-jars topics peers clean bench realjobs-sites notebook
+
+# setuptools prints a 10-line notice on every editable install ("Editable installation ...
+# folders with the same name as your package"): informational, filtered by its message only.
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
+
+# the runtime dependencies only (make demo); the test extra comes with make test
+$(BIN)/faultline: pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/pip install -q --upgrade pip >/dev/null
-	@$(BIN)/pip install -q -e '.[test]'
+	@$(PIP_INSTALL) -e .
+	@touch $@
+
+$(VENV)/.test-extra: $(BIN)/faultline
+	@$(PIP_INSTALL) -e '.[test]'
 	@touch $@
 
 venv: $(BIN)/faultline
+venv-test: $(VENV)/.test-extra
 
 kafka-jars:
 	@infra/kafka/kafka.sh jars
@@ -28,6 +42,7 @@ kafka-up:
 kafka-down:
 	@infra/kafka/kafka.sh down
 
+demo topics bench: export FAULTLINE_KAFKA_BOOTSTRAP ?= 127.0.0.1:$(KAFKA_PORT)
 topics: venv kafka-up
 	@$(BIN)/faultline topics create
 
@@ -38,15 +53,37 @@ peers:
 # PYTEST_WORKERS pytest-xdist processes, each with its own broker; the groups of
 # tests/conftest.py keep tests that share a machine resource in one of them, one at a time.
 # PYTEST_WORKERS=0: the old serial run in one process.
+# the framework libraries (transformers, accelerate, pytorch-lightning) the realjobs tests run
+# under /usr/bin/python3, into var/realjobs-site/ (~30-60 s the first time, then a no-op)
+# not fatal: when a pin is missing on the index the two integration tests report it themselves,
+# and the rest of the suite still runs
+realjobs-sites: venv peers
+	@$(BIN)/python tests/realjobs/realjobs_sites.py || echo "realjobs-sites: not installed (the realjobs tests say why); make test goes on" >&2
+
 PYTEST_WORKERS ?= 2
-test: peers venv kafka-jars
+test: peers venv-test kafka-jars realjobs-sites
 	@$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# notebooks/trends.ipynb executed headless on the store -> var/notebook/trends.ipynb (+ .html); the store
+# path absolute: the kernel runs in var/notebook/
+notebook: $(VENV)/.notebook-extra
+	@$(BIN)/python notebooks/run.py --store "$$(realpath -m "$${FAULTLINE_STORE:-var/store}")"
+
+$(VENV)/.notebook-extra: $(BIN)/faultline
+	@$(PIP_INSTALL) -e '.[notebook]'
+	@touch $@
 
 demo: venv kafka-up
 	@$(BIN)/faultline demo $(DEMO_ARGS)
 
-bench: venv kafka-up
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+# every bench/*.py at bench sizes -> bench/results.json and README's bench block (bench/run.py,
+# BENCH_ARGS e.g. --quick or --only worker); not part of make test
+bench: $(VENV)/.bench-extra kafka-up
+	@$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+$(VENV)/.bench-extra: $(BIN)/faultline
+	@$(PIP_INSTALL) -e '.[bench]'
+	@touch $@
 
 clean:
 	-@infra/kafka/kafka.sh down

@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import record  # noqa: E402
 from faultline import config  # noqa: E402
 from faultline.producers.publish import Publisher  # noqa: E402
 from faultline.producers.spool import SpoolingPublisher  # noqa: E402
@@ -101,6 +102,8 @@ def node_publish(events: int) -> None:
     print(f"  building the events (not timed below) {build:>8,.0f} ev/s")
     print(f"  baseline Publisher (no spool)       {plain:>10,.0f} ev/s")
     print(f"  SpoolingPublisher (disk write-ahead) {spooled:>9,.0f} ev/s   ratio vs baseline {spooled / plain:.2f}")
+    record("collector_publish_events_per_s", spooled, "events/s (one process, broker acked)",
+           baseline="Publisher without the disk spool, same events, same run", baseline_value=plain)
 
 
 def _cpu_s(pid: int) -> float:
@@ -173,6 +176,9 @@ dirs = ["{tmp / 'ckpt'}"]
     print(f"  node agent                          {agent:>6.2f} % of one core   "
           f"(+{agent - idle:.2f} over baseline; target < 2 %: {'met' if agent < 2 else 'NOT met'}, "
           f"ratio to target {agent / 2:.2f})")
+    record("collector_cpu_pct_8gpu", agent, "% of one core",
+           baseline="idle python that imported the same code, same run", baseline_value=idle,
+           note=f"`collect node`, 8 fake-NVML GPUs, default intervals, {seconds:g} s; target < 2 %")
 
 
 def main() -> None:

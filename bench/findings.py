@@ -1,34 +1,34 @@
-"""Cost of the proactive findings on top of the Engine: the same events through ``Engine``
-alone (baseline) and through ``FindingsRunner`` (Engine + findings tracker, hourly tests).
-Prints events/s of both and the ratio."""
+"""Cost of the proactive findings in the offline pipeline (``streams.offline``, the one
+``diagnose``, ``ingest`` and ``findings --from`` run): the same raw lines through the
+pipeline without findings (baseline: the Engine alone) and with them (Engine + findings
+runner, hourly tests). Prints events/s of both and the ratio.
+
+    .venv/bin/python bench/findings.py
+"""
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
-from faultline.producers.simulate import Intervals, Options, Simulation
-from faultline.schemas.codec import decode, now_ms
-from faultline.streams.engine import Engine
-from faultline.streams.findings import FindingsRunner
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # bench.results
+
+from bench.results import record  # noqa: E402
+from faultline.producers.simulate import Intervals, Options, Simulation  # noqa: E402
+from faultline.streams.offline import OfflinePipeline, engine_config  # noqa: E402
 
 
 def main() -> None:
     sim = Simulation("lemon-node", 1, Options(intervals=Intervals(gpu=120, hw=300, net_port=60, net_rdma=60, storage=60)))
-    now = now_ms() + 10**12
-    evs = [decode(line, now=now) for line in sim.lines()]
-    batches = [evs[i:i + 5000] for i in range(0, len(evs), 5000)]
+    lines = [ln.rstrip(b"\n") for ln in sim.lines()]
+    batches = [lines[i:i + 5000] for i in range(0, len(lines), 5000)]
+    cfg = engine_config()
 
-    def engine_alone() -> float:
-        t = time.perf_counter()
-        eng = Engine()
-        for b in batches:
-            eng.process(b)
-        eng.finish()
-        return time.perf_counter() - t
-
-    def with_findings() -> tuple[float, float, FindingsRunner]:
-        """(total, time spent inside Engine.process/finish, runner)."""
-        eng = Engine()
+    def run(findings: bool) -> tuple[float, float, OfflinePipeline]:
+        """(total, time spent inside Engine.process/finish, pipeline)."""
+        pipe = OfflinePipeline(cfg, findings=findings)
+        eng = pipe.engine
         spent = [0.0]
         for name in ("process", "finish"):
             orig = getattr(eng, name)
@@ -41,28 +41,31 @@ def main() -> None:
                     spent[0] += time.perf_counter() - t0
             setattr(eng, name, timed)
         t = time.perf_counter()
-        r = FindingsRunner(eng)
         for b in batches:
-            r.process(b)
-        r.finish()
-        return time.perf_counter() - t, spent[0], r
+            pipe.feed_lines(b)
+        pipe.finish()
+        return time.perf_counter() - t, spent[0], pipe
 
     # alternate the two and keep the best of 3 each: the machine is shared, so the
-    # findings' own cost is also measured directly as (runner total - time inside the engine)
+    # findings' own cost is also measured directly as (pipeline total - time inside the engine)
     base, with_f, own = float("inf"), float("inf"), float("inf")
     for _ in range(3):
-        base = min(base, engine_alone())
-        dt, inside, r = with_findings()
+        base = min(base, run(False)[0])
+        dt, inside, pipe = run(True)
         with_f = min(with_f, dt)
         own = min(own, dt - inside)
-    n = len(evs)
-    print(f"events: {n}, findings: {len(r.findings)}, tracker state: {r.tracker.stats()}, "
-          f"dump {len(r.tracker.dump())} bytes")
+    n = pipe.stats.events
+    tr = pipe.runner.tracker
+    print(f"events: {n}, findings: {len(pipe.findings())}, tracker state: {tr.stats()}, dump {len(tr.dump())} bytes")
     print(f"engine alone:      {base:.2f} s  {n / base:,.0f} events/s")
     print(f"engine + findings: {with_f:.2f} s  {n / with_f:,.0f} events/s")
-    print(f"findings' own time (runner total - time inside the engine): {own:.2f} s")
+    print(f"findings' own time (pipeline total - time inside the engine): {own:.2f} s")
     print(f"ratio (with findings / engine alone): {with_f / base:.3f}; "
           f"findings' own time / engine alone: {own / base:.3f}")
+    record("findings_own_time", own, "s", baseline="engine alone (offline pipeline without findings)",
+           baseline_value=base, note=f"{n} events of the lemon-node scenario; best of 3")
+    record("offline_pipeline_with_findings", n / with_f, "events/s", baseline="engine alone",
+           baseline_value=n / base)
 
 
 if __name__ == "__main__":

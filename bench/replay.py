@@ -12,15 +12,18 @@ import sys
 import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from faultline import config, topics
-from faultline.producers.publish import Publisher
-from faultline.producers.replay import RangeStats, read_range
-from faultline.producers.simulate import simulate
-from faultline.schemas import INPUT_TOPICS, decode, now_ms
-from faultline.streams.engine import Engine, EngineConfig
+from bench.results import record  # noqa: E402
+from bench.worker import bare_drain  # noqa: E402
+from faultline import config, topics  # noqa: E402
+from faultline.producers.publish import Publisher  # noqa: E402
+from faultline.producers.replay import RangeStats, read_range  # noqa: E402
+from faultline.producers.simulate import simulate  # noqa: E402
+from faultline.schemas import INPUT_TOPICS, decode, now_ms  # noqa: E402
+from faultline.streams.engine import Engine, EngineConfig  # noqa: E402
 
 
 async def publish(settings, lines) -> None:
@@ -29,29 +32,6 @@ async def publish(settings, lines) -> None:
         for raw in lines:
             await pub.send(decode(raw, now=now))
         await pub.flush()
-
-
-async def bare_drain(settings) -> int:
-    c = AIOKafkaConsumer(**settings.kafka_kwargs(), group_id=None, enable_auto_commit=False,
-                         auto_offset_reset="earliest", max_poll_records=5000)
-    await c.start()
-    try:
-        await c._client.force_metadata_update()  # noqa: SLF001 - metadata for every topic
-        tps = [TopicPartition(settings.topic(t), p) for t in INPUT_TOPICS
-               for p in (c.partitions_for_topic(settings.topic(t)) or ())]
-        c.assign(tps)
-        end = await c.end_offsets(tps)
-        todo = {tp for tp in tps if end[tp] > 0}
-        n = 0
-        while todo:
-            got = await c.getmany(*todo, timeout_ms=1000)
-            for tp, msgs in got.items():
-                n += len(msgs)
-                if msgs and msgs[-1].offset >= end[tp] - 1:
-                    todo.discard(tp)
-        return n
-    finally:
-        await c.stop()
 
 
 async def main() -> None:
@@ -69,9 +49,7 @@ async def main() -> None:
     await publish(settings, lines)
     print(f"published in {time.perf_counter() - t:.1f} s")
     try:
-        t = time.perf_counter()
-        n_bare = await bare_drain(settings)
-        bare_s = time.perf_counter() - t
+        n_bare, bare_s, _ = await bare_drain(settings, [settings.topic(t) for t in INPUT_TOPICS])
         t = time.perf_counter()
         stats = RangeStats()
         values = []
@@ -89,6 +67,10 @@ async def main() -> None:
               f"(ratio {bare_s / read_s:.2f} of baseline)")
         print(f"replay read+diagnose: {stats.kept:>9,} events {stats.kept / (read_s + diag_s):>10,.0f} events/s "
               f"({len(eng.incidents())} incidents; diagnose alone {stats.kept / diag_s:,.0f} events/s)")
+        record("replay_events_per_s", stats.kept / read_s, "events/s (wall)",
+               baseline="bare aiokafka getmany + orjson.loads of the same topics, same run", baseline_value=n_bare / bare_s,
+               note=f"{stats.kept:,} events read back by time range; read + diagnose "
+                    f"{stats.kept / (read_s + diag_s):,.0f} events/s, {len(eng.incidents())} incidents")
     finally:
         await topics.delete_topics(settings)
 

@@ -1,8 +1,12 @@
 """One settings object, from environment variables and an optional TOML file.
 
 Precedence: environment > TOML file (``FAULTLINE_CONFIG`` or ``./faultline.toml``) > defaults.
-Secrets (SASL password, ClickHouse URL credentials, API token) may be given as
-``*_FILE`` variables pointing to a file; they are masked whenever settings are printed.
+Any setting may be read from a file instead: ``FAULTLINE_<NAME>_FILE`` in the environment, or
+``<name>_file = "/run/secrets/x"`` in the TOML file (in any of its tables, ``[faultline.notify]``
+too); the value is the file's text, stripped. Use that for secrets (SASL password, API token,
+a ClickHouse URL with credentials, a webhook URL). A value read from a file is a
+:class:`Secret`: ``***`` in ``repr`` and in ``masked()`` (what ``faultline config`` prints),
+like every setting whose name says secret and the credentials inside any URL.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 SECRET_FIELDS = frozenset({"kafka_sasl_password", "api_token", "clickhouse_url"})
@@ -20,6 +24,29 @@ SECRET_FIELDS = frozenset({"kafka_sasl_password", "api_token", "clickhouse_url"}
 
 class ConfigError(ValueError):
     """A setting has a value faultline cannot use; the message names the setting."""
+
+
+class Secret(str):
+    """A value read from a secret file: a plain ``str`` to every API, ``'***'`` in ``repr``
+    (so a logged settings object or traceback never shows it) and in ``masked()``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(MASK)
+
+
+def read_secret(path: Any, where: str) -> Secret:
+    """The text of the file ``path`` (stripped) as a :class:`Secret`; ``ConfigError`` naming
+    ``where`` (the variable or key that gave the path) when it cannot be read or is empty."""
+    try:
+        text = Path(str(path)).read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        why = getattr(e, "strerror", None) or "not UTF-8 text"
+        raise ConfigError(f"{where}: cannot read {path}: {why}") from None
+    if not text:
+        raise ConfigError(f"{where}: {path} is empty (it should hold the value)")
+    return Secret(text)
 
 
 @dataclass(frozen=True)
@@ -89,6 +116,9 @@ class Settings:
     def topic(self, name: str) -> str:
         return self.topic_prefix + name
 
+    def __repr__(self) -> str:   # never a secret in a log line or a traceback
+        return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in self.masked().items()) + ")"
+
     def masked(self) -> dict[str, Any]:
         """Settings as a dict with every secret masked (for printing and logs): the known
         secret fields, every key (nested or unknown too) whose name says secret, and the
@@ -105,13 +135,16 @@ class Settings:
 MASK = "***"
 #: a key whose name contains one of these (any case) holds a secret
 SECRET_WORDS = ("password", "passwd", "token", "key", "secret", "community", "credential", "auth")
+#: keys that hold a secret though their name does not say so (a Slack or PagerDuty webhook
+#: URL's path is its credential: faultline.notify.config.SECRET_FIELDS)
+SECRET_KEYS = frozenset({"webhook_url"})
 _URL_SECRET_PARAMS = re.compile(r"(?i)([?&;](?:[a-z_]*(?:password|passwd|token|secret|key|auth)[a-z_]*)=)[^&;#\s]*")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
 
 
 def is_secret_name(name: str) -> bool:
     low = str(name).lower()
-    return any(w in low for w in SECRET_WORDS) and not low.endswith(("_file", "file"))
+    return (low in SECRET_KEYS or any(w in low for w in SECRET_WORDS)) and not low.endswith(("_file", "file"))
 
 
 def mask_value(name: str, val: Any) -> Any:
@@ -121,6 +154,8 @@ def mask_value(name: str, val: Any) -> Any:
         return {k: mask_value(k, v) for k, v in val.items()}
     if isinstance(val, (list, tuple)):
         return [mask_value(name, v) for v in val]
+    if isinstance(val, Secret):
+        return MASK
     if val in (None, "") or isinstance(val, bool):
         return val
     if is_secret_name(name) and not name.endswith("_path"):
@@ -161,7 +196,48 @@ def _coerce(name: str, raw: Any, default: Any) -> Any:
             return int(raw)
         except (TypeError, ValueError):
             raise ConfigError(f"setting {name} must be an integer, got {raw!r}") from None
-    return None if raw in (None, "") else str(raw)
+    if raw in (None, ""):
+        return None
+    return raw if isinstance(raw, str) else str(raw)   # a Secret stays one
+
+
+def env_values(names: Iterable[str], prefix: str, env: Mapping[str, str]) -> dict[str, str]:
+    """Each setting ``name`` set in ``env`` as ``<PREFIX><NAME>``, or read from the file
+    ``<PREFIX><NAME>_FILE`` names (secrets from files: the value is the file's text, stripped)."""
+    out: dict[str, str] = {}
+    for name in names:
+        var = prefix + name.upper()
+        if var in env:
+            out[name] = env[var]
+        elif var + "_FILE" in env:
+            out[name] = read_secret(env[var + "_FILE"], var + "_FILE")
+    return out
+
+
+FILE_SUFFIX = "_file"
+
+
+def file_values(table: Mapping[str, Any], where: str, skip: Iterable[str] = (), *,
+                _at: str = "") -> dict[str, Any]:
+    """``table`` (a TOML table) with each ``<key>_file = PATH`` replaced by ``<key>``: the
+    file's text as a :class:`Secret`; nested tables likewise. Keys in ``skip`` (set elsewhere
+    with precedence, the environment) are dropped unread. ``<key>`` and ``<key>_file`` both
+    given is an error (which one would win is a guess). ``where`` names the file in errors."""
+    skip = set(skip)
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        name = k[: -len(FILE_SUFFIX)] if k.endswith(FILE_SUFFIX) and len(k) > len(FILE_SUFFIX) else None
+        if isinstance(v, dict):
+            out[k] = file_values(v, where, _at=f"{_at}{k}.")
+        elif name is None:
+            out[k] = v
+        elif name in table:
+            raise ConfigError(f"{where}: both {_at}{name} and {_at}{k} are set: keep one ({k} for a secret)")
+        elif name not in skip:
+            if not isinstance(v, str):
+                raise ConfigError(f"{where}: {_at}{k} must be a file path (a string), got {v!r}")
+            out[name] = read_secret(v, f"{where}: {_at}{k}")
+    return out
 
 
 def load(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
@@ -183,17 +259,11 @@ def load(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None 
         values.update(doc.get("faultline", doc))
     defaults = Settings()
     known = {f.name for f in fields(Settings)} - {"extra"}
+    from_env = env_values(known, "FAULTLINE_", env)
+    values = file_values(values, f"config file {cfg_path}", skip=from_env)
     extra = {k: v for k, v in values.items() if k not in known}
     values = {k: v for k, v in values.items() if k in known}
-    for name in known:
-        var = "FAULTLINE_" + name.upper()
-        if var in env:
-            values[name] = env[var]
-        elif var + "_FILE" in env:
-            try:
-                values[name] = Path(env[var + "_FILE"]).read_text().strip()
-            except OSError as e:
-                raise ConfigError(f"{var}_FILE: cannot read {env[var + '_FILE']}: {e.strerror}") from None
+    values.update(from_env)
     values.update({k: v for k, v in overrides.items() if v is not None})
     typed = {k: _coerce(k, v, getattr(defaults, k)) for k, v in values.items()}
     return replace(defaults, extra=extra, **typed)

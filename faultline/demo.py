@@ -28,13 +28,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from rich.console import Console, Group
 from rich.live import Live
-from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from .config import Settings
 from .humantime import clock
-from .producers.publish import BrokerUnreachable, unreachable_message
+from .producers.publish import connect_failure
 from .schemas import ALERTS, INCIDENTS, INPUT_TOPICS
 
 DEMO_PREFIX = "demo."
@@ -110,15 +109,27 @@ async def _consume_outputs(settings: Settings, st: DemoState, stop: asyncio.Even
         await consumer.stop()
 
 
+async def _partitions(settings: Settings, topics: list[str]) -> list[TopicPartition]:
+    """Every partition of ``topics`` (full names), from the broker's metadata."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**settings.kafka_kwargs(), request_timeout_ms=15_000)
+    await admin.start()
+    try:
+        described = await admin.describe_topics(topics)
+    finally:
+        await admin.close()
+    return [TopicPartition(t["topic"], p["partition"]) for t in described if not t.get("error_code")
+            for p in t["partitions"]]
+
+
 async def _watch_offsets(settings: Settings, st: DemoState, stop: asyncio.Event) -> None:
-    """Throughput per input topic from end offsets (cheap: no records are read)."""
+    """Throughput per input topic from the end offsets of all its partitions (cheap: no
+    records are read)."""
+    tps = await _partitions(settings, [settings.topic(t) for t in INPUT_TOPICS])
     consumer = AIOKafkaConsumer(**settings.kafka_kwargs(), group_id=None)
     await consumer.start()
     try:
-        tps = []
-        for t in INPUT_TOPICS:
-            parts = consumer.partitions_for_topic(settings.topic(t)) or {0}
-            tps += [TopicPartition(settings.topic(t), p) for p in parts]
         last: dict[str, int] = {}
         last_t = time.monotonic()
         while not stop.is_set():
@@ -166,11 +177,18 @@ async def _wait_leaders(settings: Settings, timeout_s: float = 30.0) -> None:
 _ago = clock
 
 
-def render(st: DemoState, opts: DemoOptions) -> Group:
+def _has_make_target(makefile: Path, target: str) -> bool:
+    try:
+        return any(line.startswith(f"{target}:") for line in makefile.read_text("utf-8").splitlines())
+    except OSError:
+        return False
+
+
+def render(st: DemoState, opts: DemoOptions, where: str = "") -> Group:
     head = Text.assemble(("faultline demo ", "bold"),
                          f"- {opts.nodes} nodes x {opts.gpus_per_node} GPUs, scenario {opts.scenario}, "
                          f"{opts.hours:g} h simulated at {opts.speed:g}x  |  {st.phase}  |  "
-                         f"{time.monotonic() - st.started:.0f} s")
+                         f"{time.monotonic() - st.started:.0f} s", ("\n" + where) if where else "")
     tput = Table(title="events per topic", box=None, pad_edge=False)
     tput.add_column("topic")
     tput.add_column("total", justify="right")
@@ -251,8 +269,8 @@ class Demo:
         from .topics import create_topics  # the same code as `faultline topics create`
 
         admin = AIOKafkaAdminClient(**self.settings.kafka_kwargs(), request_timeout_ms=15_000)
-        await admin.start()
         try:
+            await admin.start()
             old = [t for t in await admin.list_topics() if t.startswith(DEMO_PREFIX)]
             if old:
                 await admin.delete_topics(old)
@@ -322,8 +340,8 @@ class Demo:
         st, o = self.state, self.opts
         try:
             await self._reset_topics()
-        except KafkaConnectionError:
-            raise BrokerUnreachable(unreachable_message(self.settings.kafka_bootstrap)) from None
+        except KafkaConnectionError:   # the first contact: say why (down, password, CA, protocol)
+            raise await connect_failure(self.settings) from None
         st.phase = "starting worker and sink"
         self._start_worker()
         stop = asyncio.Event()
@@ -333,7 +351,9 @@ class Demo:
         st.phase = "simulating"
         self._start_simulator()
         deadline = time.monotonic() + o.timeout_s
-        live = Live(render(st, o), console=self.console, refresh_per_second=4, transient=False) \
+        where = self.where()
+        self.console.print(where, soft_wrap=True, markup=False, highlight=False)
+        live = Live(render(st, o, where), console=self.console, refresh_per_second=4, transient=False) \
             if o.live else contextlib.nullcontext()
         try:
             with live:
@@ -356,7 +376,7 @@ class Demo:
                         st.phase = f"settling: worker {lag:,} events behind, sink {unstored:,} records unstored"
                         st.last_change = time.monotonic() - o.settle_s + 2
                     if o.live:
-                        live.update(render(st, o))
+                        live.update(render(st, o, where))
                     await asyncio.sleep(0.25)
                 else:
                     lag, unstored = await self._lag()
@@ -367,7 +387,7 @@ class Demo:
                         "try --nodes/--hours smaller or --speed lower")
                 st.phase = "done"
                 if o.live:
-                    live.update(render(st, o))
+                    live.update(render(st, o, where))
         finally:
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -387,11 +407,53 @@ class Demo:
         c.print(f"{len(incidents)} incidents, {len(labels)} injected interruptions, "
                 f"{right} root causes right; {lost:.1f} GPU-hours lost; "
                 f"{self.state.alert_count} alerts; {self.state.total_events():,} events")
-        c.print(Panel.fit(
-            "faultline incidents --store var/store\n"
-            f"faultline explain {incidents[0]['id'] if incidents else 'JOB'}\n"
-            "faultline trends repeat-offenders\n"
-            "faultline query \"SELECT category, round(sum(lost_gpu_hours),1) FROM incidents FINAL "
-            "WHERE state != 'recovered' GROUP BY category\"\n"
-            "jupyter notebook notebooks/trends.ipynb   (or: make notebook)",
-            title="next: dig further"))
+        for line in self.next_lines(incidents):
+            # plain lines, never wrapped (a command folded at the terminal's width does not paste)
+            c.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    def where(self) -> str:
+        page = self.page_url()
+        return (f"topics {self.settings.topic_prefix}fl.*  |  store {self.settings.store_path}"
+                + (f"  |  page {page} (fleet: {self.fleet_url()})" if page else "  |  no page (--web-port P for one)"))
+
+    def page_url(self) -> str | None:
+        return None if self.opts.web_port is None else f"http://127.0.0.1:{self.opts.web_port}/incidents"
+
+    def fleet_url(self) -> str | None:
+        return None if self.opts.web_port is None else f"http://127.0.0.1:{self.opts.web_port}/fleet"
+
+    def next_lines(self, incidents: list[dict]) -> list[str]:
+        """The "next: dig further" block: where things are, then one command per ``  $ `` line,
+        each spelled by ``faultline.printed`` so it runs as printed in a plain shell here."""
+        from .printed import command, executable
+
+        def cmd(*args: str) -> str:
+            return "  $ " + command(self.settings, *args)
+
+        exe = executable()
+        lines = ["next: dig further (run from this directory)"]
+        if exe != "faultline":
+            lines.append(f"  {exe} is this checkout's faultline (its venv is not on PATH; "
+                         "`source .venv/bin/activate` to type plain `faultline`)")
+        lines.append(f"  topics: {self.settings.topic_prefix}fl.* (FAULTLINE_TOPIC_PREFIX below; "
+                     "the next demo run deletes them)")
+        lines.append(f"  store: {self.settings.store_path}")
+        lines += [cmd("incidents")]
+        first = max(incidents, key=lambda i: i.get("lost_gpu_hours", 0), default=None)
+        if first is not None:
+            bundle = str(Path(self.opts.workdir) / f"{first['id']}.jsonl.zst")
+            lines += [cmd("explain", first["id"]),
+                      cmd("replay", "--incident", first["id"], "--since=-7d", "--diagnose"),
+                      cmd("bundle", "export", first["id"], "--out", bundle),
+                      cmd("diagnose", bundle)]
+        lines += [cmd("trends", "repeat-offenders"),
+                  cmd("query", "SELECT category, round(sum(lost_gpu_hours),1) FROM incidents FINAL "
+                               "WHERE state != 'recovered' GROUP BY category"),
+                  cmd("findings")]
+        if _has_make_target(Path.cwd() / "Makefile", "notebook"):
+            lines.append("  $ make notebook")
+        if self.opts.web_port is not None:
+            lines.append(f"  page: {self.page_url()} (and {self.fleet_url()}) was served while the demo ran; "
+                         "again (Ctrl-C stops it):")
+            lines.append(cmd("sink", "--web-port", str(self.opts.web_port), "--app-id", self.app_id))
+        return lines

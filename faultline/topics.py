@@ -3,13 +3,19 @@
 ``plan(settings)`` says what should exist (name with ``topic_prefix``, partitions,
 replication, retention); ``create_topics`` makes it so and is idempotent: a topic that
 already exists is left alone and reported with its actual partition count.
+
+Replication (docs/kafka.md): an explicit ``replication`` (``topics create --replication N``)
+is taken as given; otherwise ``create_topics`` uses the larger of the ``topic_replication``
+setting and ``min(3, brokers in the cluster)``, so a 3-broker cluster gets 3 replicas without
+a flag. ``min.insync.replicas`` follows the replication: ``min(2, replication - 1)``, at least 1
+(3 replicas: 2, so acks=all survives one broker down and refuses a write only one broker has).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -17,6 +23,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from .config import Settings
+from .producers.publish import connect_failure
 from .schemas import ALERTS, ALL_TOPICS, DEADLETTER, FINDINGS, INCIDENTS, INPUT_TOPICS, TOPIC_KEYS
 
 log = logging.getLogger("faultline.topics")
@@ -34,6 +41,20 @@ OUTPUT_PARTITIONS: dict[str, int] = {ALERTS: 3, INCIDENTS: 3, FINDINGS: 1, DEADL
 
 TOPIC_EXISTS = 36  # Kafka error code TOPIC_ALREADY_EXISTS
 UNKNOWN_TOPIC = 3
+#: replication chosen from the cluster size when none is given: as many brokers as there are, up to this
+AUTO_REPLICATION_MAX = 3
+#: min.insync.replicas never above this (a write acks=all must reach this many replicas)
+MIN_INSYNC_MAX = 2
+
+
+def auto_replication(setting: int, brokers: int) -> int:
+    """Replication when none is given: the setting, raised to ``min(3, brokers)``."""
+    return max(setting, min(AUTO_REPLICATION_MAX, brokers))
+
+
+def min_insync(replication: int) -> int:
+    """``min.insync.replicas`` for ``replication``: one replica may be down, at most 2 required."""
+    return max(1, min(MIN_INSYNC_MAX, replication - 1))
 
 
 class TopicsError(RuntimeError):
@@ -60,13 +81,16 @@ class TopicSpec:
     retention_hours: float
     key: str
     configs: dict[str, str] = field(default_factory=dict)
+    #: True when no replication was asked for: ``create_topics`` raises it to the cluster's size
+    replication_auto: bool = False
 
     @property
     def retention_ms(self) -> int:
         return -1 if self.retention_hours < 0 else int(self.retention_hours * 3_600_000)
 
     def new_topic(self) -> NewTopic:
-        cfg = {"retention.ms": str(self.retention_ms), "cleanup.policy": "delete", **self.configs}
+        cfg = {"retention.ms": str(self.retention_ms), "cleanup.policy": "delete",
+               "min.insync.replicas": str(min_insync(self.replication)), **self.configs}
         return NewTopic(self.name, self.partitions, self.replication, topic_configs=cfg)
 
 
@@ -96,10 +120,12 @@ def plan(settings: Settings, *, partitions: int | None = None, replication: int 
 
     ``partitions`` overrides the partition count of every topic (default: input topics
     ``settings.topic_partitions``, outputs ``OUTPUT_PARTITIONS``); ``replication``
-    defaults to ``settings.topic_replication``.
+    defaults to ``settings.topic_replication`` (``replication_auto``: ``create_topics`` raises
+    it to ``min(3, brokers)``).
     """
     retention_hours = retention_hours or {}
     repl = replication or settings.topic_replication
+    auto = not replication
     specs = []
     for base in topics:
         if base in INPUT_TOPICS:
@@ -109,7 +135,8 @@ def plan(settings: Settings, *, partitions: int | None = None, replication: int 
             parts = partitions or OUTPUT_PARTITIONS[base]
             hours = retention_hours.get(base, OUTPUT_RETENTION_HOURS[base])
         specs.append(TopicSpec(base=base, name=settings.topic(base), partitions=parts,
-                               replication=repl, retention_hours=hours, key=TOPIC_KEYS[base]))
+                               replication=repl, retention_hours=hours, key=TOPIC_KEYS[base],
+                               replication_auto=auto))
     return specs
 
 
@@ -119,7 +146,7 @@ async def _admin(settings: Settings, timeout_ms: int) -> AIOKafkaAdminClient:
         await asyncio.wait_for(admin.start(), timeout_ms / 1000)
     except (KafkaConnectionError, asyncio.TimeoutError, OSError):
         await admin.close()
-        raise BrokerDown(unreachable(settings.kafka_bootstrap)) from None
+        raise BrokerDown(str(await connect_failure(settings))) from None
     return admin
 
 
@@ -145,6 +172,7 @@ async def create_topics(settings: Settings, specs: list[TopicSpec] | None = None
     specs = plan(settings) if specs is None else specs
     admin = await _admin(settings, timeout_ms)
     try:
+        specs = await _fit_cluster(admin, settings, specs)
         resp = await admin.create_topics([s.new_topic() for s in specs], timeout_ms=timeout_ms)
         result: dict[str, str] = {}
         errors = []
@@ -168,6 +196,28 @@ async def create_topics(settings: Settings, specs: list[TopicSpec] | None = None
         raise TopicsError(f"creating topics on {settings.kafka_bootstrap} failed: {e}") from None
     finally:
         await admin.close()
+
+
+async def broker_count(admin: AIOKafkaAdminClient) -> int:
+    """Brokers the cluster's metadata names (aiokafka's public ``describe_cluster``)."""
+    return len((await admin.describe_cluster())["brokers"])
+
+
+async def _fit_cluster(admin: AIOKafkaAdminClient, settings: Settings,
+                       specs: list[TopicSpec]) -> list[TopicSpec]:
+    """``specs`` with automatic replication raised to the cluster's size; a replication the
+    cluster cannot hold is refused with what to do (the broker's own error names neither)."""
+    n = await broker_count(admin)
+    out = []
+    for s in specs:
+        if s.replication_auto:
+            s = replace(s, replication=auto_replication(s.replication, n))
+        if s.replication > n:
+            raise TopicsError(f"{s.name}: replication {s.replication} needs {s.replication} brokers, "
+                              f"{settings.kafka_bootstrap} has {n}: pass --replication {n} or lower "
+                              "FAULTLINE_TOPIC_REPLICATION")
+        out.append(s)
+    return out
 
 
 async def list_topics(settings: Settings, timeout_ms: int = 15_000) -> list[dict]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Iterable
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.conn import create_conn
+from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed, UnsupportedSaslMechanismError
 
 from ..config import Settings
 from ..schemas import Envelope, encode, key_for, now_ms, topic_for
@@ -24,9 +26,67 @@ class BrokerUnreachable(ConnectionError):
     """The Kafka broker did not answer; the message says where we looked and what to do."""
 
 
+class BrokerRefused(BrokerUnreachable):
+    """The broker answered but the connection's security failed: wrong SASL credentials, an
+    untrusted certificate, another security protocol. The message names which; never a secret."""
+
+
 def unreachable_message(bootstrap: str) -> str:
     return (f"Kafka broker not reachable at {bootstrap}: run `make kafka-up` or set "
             "FAULTLINE_KAFKA_BOOTSTRAP")
+
+
+def _first_host(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port or 9092)
+
+
+async def connect_failure(settings: Settings, timeout_s: float = 10.0) -> BrokerUnreachable:
+    """Why a client of ``settings`` cannot bootstrap, as the exception to raise.
+
+    aiokafka only says "Unable to bootstrap" (the cause is in a log line), so this opens one
+    connection to the first bootstrap server with the same settings and names what failed: a
+    refused SASL login, an untrusted broker certificate, a TLS or protocol mismatch (a
+    ``BrokerRefused``), or nothing answering (``BrokerUnreachable``, the `make kafka-up` hint).
+    The messages carry the user name and file paths, never the password."""
+    boot = settings.kafka_bootstrap
+    proto = settings.kafka_security_protocol
+    try:
+        host, port = _first_host(boot)
+        kw = settings.kafka_kwargs()
+        conn = await asyncio.wait_for(create_conn(
+            host, port, request_timeout_ms=int(timeout_s * 1000), ssl_context=kw.get("ssl_context"),
+            security_protocol=proto, sasl_mechanism=kw.get("sasl_mechanism"),
+            sasl_plain_username=kw.get("sasl_plain_username"),
+            sasl_plain_password=kw.get("sasl_plain_password")), timeout_s)
+    except SaslAuthenticationFailed:
+        return BrokerRefused(
+            f"Kafka at {boot} refused the SASL login of user {settings.kafka_sasl_username!r} "
+            f"({settings.kafka_sasl_mechanism}): wrong user name or password; check "
+            "FAULTLINE_KAFKA_SASL_USERNAME and FAULTLINE_KAFKA_SASL_PASSWORD (or _FILE)")
+    except UnsupportedSaslMechanismError:
+        return BrokerRefused(
+            f"Kafka at {boot} does not offer SASL mechanism {settings.kafka_sasl_mechanism}: "
+            "set FAULTLINE_KAFKA_SASL_MECHANISM to one the listener enables")
+    except ssl.SSLCertVerificationError as e:
+        return BrokerRefused(
+            f"TLS to Kafka at {boot} failed: the broker's certificate is not trusted "
+            f"({e.verify_message}); set FAULTLINE_KAFKA_SSL_CAFILE to the CA that signed it "
+            f"(now {settings.kafka_ssl_cafile or 'the system CAs'})")
+    except ssl.SSLError as e:
+        return BrokerRefused(
+            f"TLS handshake with Kafka at {boot} failed ({e.reason or e}): does that listener "
+            f"speak {proto}? check FAULTLINE_KAFKA_SECURITY_PROTOCOL")
+    except (OSError, asyncio.TimeoutError, KafkaConnectionError, ValueError) as e:
+        if isinstance(e, KafkaConnectionError) or "closed" in str(e).lower():
+            return BrokerRefused(
+                f"Kafka at {boot} accepted the TCP connection but closed it during the "
+                f"{proto} handshake: does that listener speak {proto}? check "
+                "FAULTLINE_KAFKA_SECURITY_PROTOCOL (PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL)")
+        return BrokerUnreachable(unreachable_message(boot))
+    conn.close()
+    # one connection works: the failure was elsewhere (another bootstrap server, metadata)
+    return BrokerUnreachable(unreachable_message(boot))
 
 
 def record_ts(ts: int | None, now: int | None = None) -> int | None:
@@ -66,7 +126,7 @@ class Publisher:
             await self._producer.start()
         except KafkaConnectionError:
             await self._producer.stop()
-            raise BrokerUnreachable(unreachable_message(self.settings.kafka_bootstrap)) from None
+            raise await connect_failure(self.settings) from None
         return self
 
     async def stop(self) -> None:

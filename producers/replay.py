@@ -22,7 +22,7 @@ from aiokafka.errors import KafkaConnectionError
 
 from ..config import Settings
 from ..schemas import INPUT_TOPICS
-from .publish import BrokerUnreachable, unreachable_message
+from .publish import connect_failure
 
 log = logging.getLogger("faultline.replay")
 
@@ -65,7 +65,7 @@ async def read_range(settings: Settings, since: int, until: int, *, topics: Iter
         await consumer.start()
     except KafkaConnectionError:
         await consumer.stop()
-        raise BrokerUnreachable(unreachable_message(settings.kafka_bootstrap)) from None
+        raise await connect_failure(settings) from None   # names the cause: down, password, CA, protocol
     try:
         tps: list[TopicPartition] = []
         names = {settings.topic(t): t for t in topics}
@@ -155,6 +155,9 @@ class JobScope:
     nodes: set[str] = field(default_factory=set)
     ports: set[tuple[str, str]] = field(default_factory=set)   # (device, port)
     devices_by_node: set[str] = field(default_factory=set)
+    #: the switches the job's nodes link to: every port of theirs (uplinks too) can be a
+    #: hypothesis of the job's diagnosis (a leaf's uplink down is a network_link alternative)
+    switches: set[str] = field(default_factory=set)
     paths: set[str] = field(default_factory=set)
     first_ts: int | None = None
     last_ts: int | None = None
@@ -174,6 +177,7 @@ class JobScope:
             data = ev.get("data") or {}
             for link in data.get("links") or []:
                 self.ports.add((link.get("switch"), str(link.get("port"))))
+                self.switches.add(link.get("switch"))
             for st in data.get("storage") or []:
                 self.paths.add(st.get("path"))
 
@@ -185,7 +189,7 @@ class JobScope:
         node = ev.get("node")
         if kind.startswith("net."):
             data = ev.get("data") or {}
-            if (data.get("device"), str(data.get("port"))) in self.ports:
+            if (data.get("device"), str(data.get("port"))) in self.ports or data.get("device") in self.switches:
                 return True
             return node in self.nodes
         if kind.startswith("storage."):

@@ -11,6 +11,7 @@ import msgspec
 import orjson
 
 from .events import INT64_MAX, INT64_MIN, MAX_EPOCH_MS, Envelope, Event
+from .names import canonical_event
 
 MAX_EVENT_BYTES = 256 * 1024
 MAX_FUTURE_MS = 24 * 3600 * 1000
@@ -43,7 +44,7 @@ def decode_fast(raw: bytes) -> Event:
     ev = _decode(raw)
     if not raw.isascii():
         raw.decode()
-    return ev
+    return canonical_event(ev)
 
 
 def check_utf8(raw: bytes | bytearray) -> None:
@@ -125,7 +126,7 @@ def decode(raw: bytes | bytearray | memoryview | str, *, now: int | None = None)
     limit = (now_ms() if now is None else now) + MAX_FUTURE_MS
     if ev.ts > limit:
         raise ContractError(f"ts {ev.ts} is more than 24 h in the future - at `$.ts`", "$.ts")
-    return ev
+    return canonical_event(ev)
 
 
 def decode_many(raws: Iterable[bytes]) -> Iterator[Event | ContractError]:

@@ -253,14 +253,17 @@ class Envelope(Struct, kw_only=True, tag_field="kind", gc=False):
     layer = ""
     needs_node = False
     needs_job = False
-
-    @property
-    def kind(self) -> str:
-        return self.__struct_config__.tag  # type: ignore[return-value]
+    #: the union tag as a plain class attribute set by ``_kind`` (a property reading
+    #: ``__struct_config__.tag`` was 4 % of the worker's CPU: bench/worker.py --profile);
+    #: not a field (no annotation), so msgspec still encodes the tag from the config
+    kind = ""
 
 
 def _kind(tag: str, layer: str, *, node: bool = False, job: bool = False):
     def wrap(cls):
+        if cls.__struct_config__.tag != tag:
+            raise TypeError(f"{cls.__name__}: _kind({tag!r}) but the struct's tag is {cls.__struct_config__.tag!r}")
+        cls.kind = tag
         cls.layer = layer
         cls.needs_node = node
         cls.needs_job = job

@@ -39,6 +39,9 @@ def reader(args: argparse.Namespace) -> Any:
     from .client import open_reader
     from .store import StoreError
 
+    from faultline.commands._store import existing_store
+
+    existing_store(args)   # a read never creates a store (`--store /typo` made an empty one)
     settings = settings_of(args)
     try:
         return open_reader(settings, getattr(args, "store", None))

@@ -57,7 +57,7 @@ import orjson
 log = logging.getLogger("faultline.sinks")
 
 __all__ = ["Store", "StoreError", "StoreLocked", "StoreTimeout", "StoreBusy", "QueryRejected",
-           "StoreOwner", "open_store", "ms", "migrations"]
+           "StoreOwner", "DeferredStore", "open_store", "ms", "migrations"]
 
 #: a read waits at most this long (queue + run) unless the caller gives its own limit
 READ_TIMEOUT_S = 60.0
@@ -574,6 +574,91 @@ class ServerStore(_Base):
             self._owner.close()
 
 
+class DeferredStore:
+    """A store that could not be opened yet (its chDB directory owned by another process,
+    its server refusing connections): every call first tries ``opener()`` again and, until
+    it succeeds, raises that attempt's :class:`StoreError`. The sink hands one to its writer
+    so that an unavailable store is a failed flush it retries with backoff (offsets stay
+    uncommitted, the group's lag rises), not a sink that refuses to start.
+
+    ``aquery``/``aquery_table`` never open the store from the event loop (opening applies
+    the schema): before the first successful open they raise at once."""
+
+    def __init__(self, opener: Callable[[], Store], *, backend: str, location: str, error: StoreError) -> None:
+        self._opener = opener
+        self.backend = backend
+        self.location = location
+        self.read_timeout_s = READ_TIMEOUT_S
+        self._store: Store | None = None
+        self._error: StoreError = error
+        self._lock = threading.Lock()
+        self.attempts = 0          # opens tried after the first one (tests, logs)
+
+    @property
+    def opened(self) -> bool:
+        return self._store is not None
+
+    def _get(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self.attempts += 1
+                try:
+                    self._store = self._opener()
+                except StoreError as e:
+                    self._error = e
+                    raise
+                log.warning("store available again", extra={"store": self.location, "attempts": self.attempts})
+            return self._store
+
+    def _opened_or_raise(self) -> Store:
+        if self._store is None:
+            raise StoreError(f"store {self.location} not open yet: {self._error}")
+        return self._store
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        self._get().execute(sql, params)
+
+    def query(self, sql: str, params: Mapping[str, Any] | None = None, *,
+              timeout_s: float | None = None) -> list[dict[str, Any]]:
+        return self._get().query(sql, params, timeout_s=timeout_s)
+
+    def query_table(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                    timeout_s: float | None = None) -> tuple[list[str], list[list[Any]]]:
+        return self._get().query_table(sql, params, timeout_s=timeout_s)
+
+    async def aquery(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                     timeout_s: float | None = None) -> list[dict[str, Any]]:
+        return await self._opened_or_raise().aquery(sql, params, timeout_s=timeout_s)
+
+    async def aquery_table(self, sql: str, params: Mapping[str, Any] | None = None, *,
+                           timeout_s: float | None = None) -> tuple[list[str], list[list[Any]]]:
+        return await self._opened_or_raise().aquery_table(sql, params, timeout_s=timeout_s)
+
+    def insert(self, table: str, rows: Sequence[Mapping[str, Any]]) -> int:
+        return self._get().insert(table, rows)
+
+    def insert_json(self, table: str, lines: bytes) -> None:
+        self._get().insert_json(table, lines)
+
+    def insert_columns(self, table: str, columns: Mapping[str, list[Any]]) -> None:
+        self._get().insert_columns(table, columns)
+
+    def migrate(self) -> list[int]:
+        return self._get().migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _literal(v: Any) -> str:
     if isinstance(v, str):
         return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -587,10 +672,18 @@ def _literal(v: Any) -> str:
 
 
 def _chdb_params(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """chDB takes parameter values as text: arrays must be ClickHouse literals."""
+    """chDB takes parameter values as text: arrays must be ClickHouse literals, and a string
+    is read as TSV-escaped text (so its backslashes, tabs and newlines are escaped here,
+    else ``a\\`` is refused and ``\\x41`` read as ``A``)."""
     if not params:
         return None
-    return {k: (_literal(v) if isinstance(v, (list, tuple)) else v) for k, v in params.items()}
+    return {k: (_literal(v) if isinstance(v, (list, tuple)) else _escaped(v) if isinstance(v, str) else v)
+            for k, v in params.items()}
+
+
+def _escaped(v: str) -> str:
+    """``v`` as the TSV-escaped text chDB parses a query parameter's value from."""
+    return v.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
 
 
 def _head(sql: str) -> str:

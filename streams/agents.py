@@ -26,6 +26,13 @@ Tables (changelog-backed; the in-memory store is rebuilt from the changelog at s
   incidents and their revisions, offset fence).
 - ``views``  GlobalTable (1 partition, every worker has all of it): topology, versions,
   changes, coverage, allocation, failures per version, recent signals per resource.
+  Every worker writes it, so every worker must keep reading its changelog after recovery:
+  ``synchronize_all_active_partitions`` makes the changelog partition a standby of every
+  worker, its active owner included (without it Faust leaves a global table's changelog
+  partition out of the standbys of the worker that owns it as active, which then never
+  applies the others' writes: faust-streaming PR #426). The views changelog backs no source
+  partition, so the assignor gave it to everyone as a standby anyway (worker assignment logs,
+  session 6); the flag makes that a guarantee rather than an accident of the assignor.
 
 Table writes name their changelog partition explicitly (the partition of the key's input
 topics, or 0 for the GlobalTable), so batches mixing partitions stay correct.
@@ -50,6 +57,7 @@ from aiokafka.partitioner import murmur2
 
 from ..config import Settings
 from ..metrics.counters import WorkerCounts
+from ..ratelog import RateLimitedLog
 from ..schemas.bounds import encode_output
 from ..schemas.codec import ContractError, dead_letter, decode, encode, now_ms
 from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS, LAYER_TOPICS
@@ -57,7 +65,7 @@ from . import faust_compat as compat
 from .clock import source_of
 from .engine import EngineConfig
 from .faust_compat import RawFeed
-from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, Shared,
+from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, Shared, side_config,
                            decode_signal, encode_signal, jobs_touched_by)
 from .faust_topics import JOBS, SIGNALS
 from .faust_watermark import ALWAYS, RecoveryGate, Watermarks
@@ -85,14 +93,18 @@ MAX_CHANGELOG_BYTES = 900_000
 MAX_DEFERRED = 100_000
 #: on revoke, how long the in-flight batches may take to finish before the partitions go
 REVOKE_WAIT_S = 10.0
+#: every worker idle this long (and nothing lagging here): windows close at the latest time
+#: any worker read, not only at the watermark (``JobAgent._close_upto``)
+IDLE_CLOSE_S = 15.0
 #: a partition whose commit a head gap has held at the same offset this long, with nothing
 #: below the gap still being processed, is fetched again from its committed offset
 #: (``CommitWatch``). Records are processed and acked in order, so a head gap that stays is
 #: a skipped record; soon, so that its job's fence window (``JOB_FENCE_WINDOW``) still
 #: holds the offsets around it
 STUCK_COMMIT_S = 5.0
-#: errors of one kind logged at most once per this many seconds (with a count)
-ERROR_EVERY_S = 30.0
+#: how often ``CommitWatch`` compares the idle partitions' committed offsets with the
+#: group's on the broker (one offset fetch per idle partition)
+COMMIT_DRIFT_S = 10.0
 #: ``off``: no recovery gate and no coverage rule (session 2's behaviour; for diagnosing and
 #: for showing what tests/test_streams_faust_rebalance.py catches without them)
 REBALANCE_GUARD = os.environ.get("FAULTLINE_WORKER_REBALANCE_GUARD", "on").lower() != "off"
@@ -128,6 +140,8 @@ class Stats:
         self.deferred_dropped = 0
         self.unwritten = 0       # changelog records too large to write
         self.reseeks = 0         # partitions fetched again because their commit was stuck
+        self.drifted = 0         # ... because the group's commit was behind the consumer's
+        self.old_ticks = 0       # ticks re-read below a gated partition's target: not heard
         #: /metrics: events by topic/kind, dead letters by reason, outputs by detector and
         #: category, batch latency (faultline.metrics reads it at scrape time)
         self.counts = WorkerCounts()
@@ -164,26 +178,8 @@ class Dedup:
     def __len__(self) -> int:
         return len(self._seen)
 
-
-class RateLimitedLog:
-    """``log.error`` at most once per ``every_s`` per kind, with the count suppressed."""
-
-    def __init__(self, logger: logging.Logger, every_s: float = ERROR_EVERY_S) -> None:
-        self.log = logger
-        self.every_s = every_s
-        self._last: dict[str, float] = {}
-        self._n: dict[str, int] = {}
-
-    def error(self, kind: str, msg: str, *args: Any, exc_info: bool = False, **extra: Any) -> None:
-        now = time.monotonic()
-        if now - self._last.get(kind, -1e18) < self.every_s:
-            self._n[kind] = self._n.get(kind, 0) + 1
-            return
-        self._last[kind] = now
-        n = self._n.pop(kind, 0)
-        if n:
-            msg += f" ({n} more like it in the last {self.every_s:.0f} s)"
-        self.log.error(msg, *args, exc_info=exc_info, extra=extra or None)
+    def clear(self) -> None:
+        self._seen.clear()
 
 
 class Tables:
@@ -230,7 +226,7 @@ class Sides:
     (``reset``) from the tables."""
 
     def __init__(self, shared: Shared, views: Any, cfg: EngineConfig) -> None:
-        self.shared, self.views, self.cfg = shared, views, cfg
+        self.shared, self.views, self.cfg = shared, views, side_config(cfg)
         self._cur: tuple[NodeSide, JobSide, set[int]] | None = None
 
     def get(self) -> tuple[NodeSide, JobSide, set[int]]:
@@ -252,6 +248,8 @@ class Outbox:
 
     def __init__(self, app: Any, settings: Settings, stats: Stats) -> None:
         T = settings.topic
+        self.app = app
+        self.unsettled = 0          # records sent since the last ``settle``
         self.alerts = app.topic(T(ALERTS))
         self.incidents = app.topic(T(INCIDENTS))
         self.dead_out = app.topic(T(DEADLETTER))
@@ -259,7 +257,19 @@ class Outbox:
         self.stats = stats
         self.settings = settings
 
+    async def settle(self) -> None:
+        """Wait until every record sent so far is acknowledged by the broker (a producer
+        flush), if any was sent since the last call. The agents call it before they write
+        the state that says those records were sent: a worker killed in between re-applies
+        the records and sends them again (same ids), instead of restoring a state whose
+        signals, alerts or incident revisions never left (a SIGKILL trial lost an incident
+        and signals that way)."""
+        if self.unsettled:
+            self.unsettled = 0
+            await self.app.producer.flush()
+
     async def dead(self, blobs: list[bytes]) -> None:
+        self.unsettled += len(blobs)
         for b in blobs:
             await self.dead_out.send(value=b)
         self.stats.dead += len(blobs)
@@ -277,6 +287,7 @@ class Outbox:
             if topic == DEADLETTER:
                 await self.dead([value])
                 continue
+            self.unsettled += 1
             await out.send(key=key, value=value)
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
             self.stats.counts.add_output(o)
@@ -310,6 +321,7 @@ class Outbox:
         for s in sigs:
             blob = encode_signal(s)
             for k in index_keys(s):
+                self.unsettled += 1
                 await self.signals_topic.send(key=k.encode(), value=blob)
         self.stats.signals += len(sigs)
 
@@ -414,7 +426,8 @@ class NodeAgent:
                     after_local: Callable[[], None] | None = None,
                     messages: dict[str, Any] | None = None) -> None:
         ns.flush_shared()
-        self.write_dirty(ns, parts)
+        if self.stats.watermark > 0:       # the fleet's event time, once there is one
+            ns.retain(self.stats.watermark)
         await self.outbox.failures(ns, messages)
         sigs, outs = ns.take()
         self.deliver(js, sigs)
@@ -422,6 +435,8 @@ class NodeAgent:
             after_local()
         await self.outbox.signals(sigs)
         await self.outbox.outputs(outs)
+        await self.outbox.settle()          # what the batch sent is out before its state says so
+        self.write_dirty(ns, parts)
 
     async def handle_batch(self, batch: list[Any]) -> None:
         async with self.lock:
@@ -488,6 +503,7 @@ class JobAgent:
         self.errors = tables.errors
         self._assigned: set[tuple[str, int]] = set()
         self.universe: list[tuple[str, int]] = sorted(wms.universe or ())
+        self._idle_since: float | None = None     # every worker idle since (monotonic)
 
     def covers_of(self, idx: Any) -> list[tuple[str, int]] | None:
         """The partitions a tick says its worker covers (indices into ``universe``)."""
@@ -589,6 +605,9 @@ class JobAgent:
         node_parts: dict[str, int] = {}
         fresh: list[Any] = []
         gate_read = self.gate.read
+        history = self.gate.history
+        old_ticks = {id(m) for m, v in internal
+                     if (v or b"")[:1] == b"T" and history(m.topic, m.partition, m.offset)}
         ts_of = {id(m): ev.ts for ev, m in ok}
         for m in messages:
             gate_read(m.topic, m.partition, m.offset, ts_of.get(id(m)))
@@ -616,9 +635,14 @@ class JobAgent:
                     self.ensure_partition_loaded(js, loaded, m.partition)
                     self._load(js, job)
                     self._pushed(js, job, decode_signal(v[1:]))
+                elif tag == b"T" and id(m) in old_ticks:
+                    self.stats.old_ticks += 1      # written before this worker took the partition
+                    self.ensure_partition_loaded(js, loaded, m.partition)
                 elif tag == b"T":
                     t = orjson.loads(v[1:])
-                    self.wms.heard(t["w"], int(t["wm"]), bool(t.get("idle")), self.covers_of(t.get("c")))
+                    n = t.get("n")
+                    self.wms.heard(t["w"], int(t["wm"]), bool(t.get("idle")), self.covers_of(t.get("c")),
+                                   now=int(n) if isinstance(n, int) else None)
                     self.ensure_partition_loaded(js, loaded, m.partition)
                     ticked = True
             except Exception as err:  # noqa: BLE001 - internal topic; should not happen
@@ -649,9 +673,24 @@ class JobAgent:
                 self._run_deferred(js)
             if ticked:
                 if idle:
-                    js.close_windows()
+                    js.close_windows(self._close_upto())
+                else:
+                    self._idle_since = None
                 js.recheck()
         await self._write(js)
+
+    def _close_upto(self) -> int | None:
+        """How far closing windows may release when every worker is idle: the latest time any
+        live worker read (``Watermarks.idle_until``), but only once the fleet has stayed idle
+        for ``IDLE_CLOSE_S`` with nothing lagging here (a rebalance's pause can look idle for a
+        moment: releasing past the watermark then fired a stall before the job's progress
+        was read); until then the watermark, as before."""
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        if now - self._idle_since < IDLE_CLOSE_S or self.wms.lagging() or not self.gate.open():
+            return None
+        return self.wms.idle_until(self.worker_id)
 
     def _ingest(self, js: JobSide, fresh: list[Any], wm: int) -> None:
         try:
@@ -663,14 +702,15 @@ class JobAgent:
 
     async def _write(self, js: JobSide) -> None:
         js.flush_shared()
-        self.write_dirty(js)
-        for job in js.evicted:                        # finished long ago: drop the row
-            self.tables.put_job(job, None)
-        js.evicted.clear()
         await self.outbox.failures(js)
         sigs, outs = js.take()
         await self.outbox.signals(sigs)
         await self.outbox.outputs(outs)
+        await self.outbox.settle()          # the revisions are out before the job state records them
+        self.write_dirty(js)
+        for job in js.evicted:                        # finished long ago: drop the row
+            self.tables.put_job(job, None)
+        js.evicted.clear()
 
     def write_dirty(self, js: JobSide) -> None:
         for job in list(js.dirty):
@@ -705,10 +745,12 @@ class CommitWatch:
     de-duplication skip what was applied; what was never applied is applied now)."""
 
     def __init__(self, app: Any, feed: RawFeed, errors: RateLimitedLog, stats: Stats,
-                 after_s: float = STUCK_COMMIT_S) -> None:
+                 after_s: float = STUCK_COMMIT_S, drift_every_s: float = COMMIT_DRIFT_S) -> None:
         self.app, self.feed, self.errors, self.stats = app, feed, errors, stats
         self.after_s = after_s
+        self.drift_every_s = drift_every_s
         self._since: dict[Any, tuple[int, float]] = {}    # tp -> (committed, first seen)
+        self._drift_at: float | None = None
 
     async def check(self, now: float | None = None) -> list[Any]:
         """Re-seek the partitions stuck long enough; returns them."""
@@ -716,21 +758,55 @@ class CommitWatch:
             self._since.clear()
             return []
         now = time.monotonic() if now is None else now
-        heads = compat.head_gaps(self.app)
-        self._since = {tp: v for tp, v in self._since.items() if tp in heads and heads[tp][0] == v[0]}
+        heads = compat.head_gaps(self.app)            # acked records above a hole
+        tails = compat.tail_gaps(self.app)            # records after the commit, none acked
+        held = {**{tp: (c, hw, "tail") for tp, (c, hw) in tails.items()},
+                **{tp: (c, low, "head") for tp, (c, low) in heads.items()}}
+        self._since = {tp: v for tp, v in self._since.items() if tp in held and held[tp][0] == v[0]}
         healed = []
-        for tp, (committed, lowest) in heads.items():
+        for tp, (committed, upto, kind) in held.items():
             first = self._since.setdefault(tp, (committed, now))[1]
             if now - first < self.after_s:
                 continue
-            if compat.in_flight_below(self.app, tp, lowest, self.feed.items):
+            if compat.in_flight_below(self.app, tp, upto, self.feed.items + self.feed.in_hand):
                 continue
-            self.errors.error("commit-stuck", "commit of %s/%d held at %d by unacked offsets up to %d "
-                              "for %.0f s: fetching it again from %d", tp.topic, tp.partition,
-                              committed, lowest - 1, now - first, committed)
-            await compat.reseek(self.app, tp, committed)
-            self.stats.reseeks += 1
             self._since.pop(tp, None)
+            if not await compat.reseek(self.app, tp, committed):
+                continue   # revoked meantime: its new owner starts from the committed offset
+            what = ("unacked offsets up to %d" if kind == "head" else
+                    "offsets up to %d never acked, none in flight")
+            self.errors.error("commit-stuck", "commit of %s/%d held at %d by " + what + " for %.0f s: "
+                              "fetched it again from %d", tp.topic, tp.partition, committed, upto - 1,
+                              now - first, committed)
+            self.stats.reseeks += 1
+            healed.append(tp)
+        return healed + await self.drift(now)
+
+    async def drift(self, now: float) -> list[Any]:
+        """Every ``drift_every_s``: an idle partition whose group commit on the broker is
+        behind what the consumer holds as committed (a commit recorded as done that never
+        reached the broker) is fetched again from the group's offset, so its commit moves
+        (what was applied is skipped again; nothing below is lost on the next restart)."""
+        if self._drift_at is None:
+            self._drift_at = now
+        if now - self._drift_at < self.drift_every_s:
+            return []
+        self._drift_at = now
+        try:
+            drifted = await compat.commit_drift(self.app)
+        except Exception as e:  # noqa: BLE001 - coordinator away: the next round asks again
+            self.errors.error("commit-drift", "comparing committed offsets with the group's failed: %r", e)
+            return []
+        healed = []
+        for tp, (mine, theirs) in drifted.items():
+            if not compat.recovered(self.app):
+                break
+            compat.forget_committed(self.app, tp, theirs)
+            if not await compat.reseek(self.app, tp, theirs or 0):
+                continue
+            self.errors.error("commit-drift", "commit of %s/%d recorded at %d but the group's is %s: "
+                              "fetched it again from there", tp.topic, tp.partition, mine, theirs)
+            self.stats.drifted += 1
             healed.append(tp)
         return healed
 
@@ -779,7 +855,14 @@ class Ticker:
         if want:
             self.positions.update(await compat.positions(self.app, want))
         if gated:
-            self.jobs.gate.check_positions({tp: self.positions.get(tp) for tp in gated})
+            gate = self.jobs.gate
+            pos: dict[tuple[str, int], int | None] = {}
+            for tp in gated:
+                p, target = self.positions.get(tp), gate.target(tp)
+                if p is not None and target is not None and compat.in_flight_below(self.app, tp, target):
+                    p = None   # fetched past its target but still queued or unacked here: not a gap
+                pos[tp] = p
+            gate.check_positions(pos)
 
     def _needs_position(self, tp: tuple[str, int]) -> bool:
         if tp in self.jobs.gate.gated():
@@ -803,7 +886,8 @@ class Ticker:
             return
         index = self._index
         covers = sorted(index[tp] for tp in self.wms.covered() if tp in index)
-        v = b"T" + orjson.dumps({"w": self.worker_id, "wm": local[0], "idle": local[1], "c": covers})
+        v = b"T" + orjson.dumps({"w": self.worker_id, "wm": local[0], "idle": local[1], "c": covers,
+                                 "n": self.wms.clock.now})
         for p in range(self.partitions):
             await self.jobs_out.send(value=v, partition=p)
         self.stats.ticks_sent += 1
@@ -830,7 +914,8 @@ class Worker:
         table_kw: dict[str, Any] = dict(default=None, key_type=bytes, value_type=bytes)
         nodes = app.Table("nodes", partitions=P, **table_kw)
         jobs = app.Table("jobs", partitions=P, **table_kw)
-        views = app.GlobalTable("views", partitions=1, recovery_buffer_size=1, **table_kw)
+        views = app.GlobalTable("views", partitions=1, recovery_buffer_size=1,
+                                synchronize_all_active_partitions=True, **table_kw)
         self.tables = tables = Tables(nodes, jobs, views, P, stats, self.errors)
         self.shared = shared = Shared(views.data, lambda k, v: tables.put(views, 0, k, v),
                                       retention_ms=cfg.retention_ms)
@@ -887,9 +972,16 @@ class Worker:
             log.warning("flushing state on revoke failed: %s: %s", type(err).__name__, err)
         finally:
             self.sides.reset()
+            # The node state comes back from the changelog as its last owner left it; an id
+            # this worker saw in an earlier generation may be after that (a killed owner that
+            # had not re-read so far): "seen" would skip a record the restored state lacks
+            # (a rebalance trial showed a GPU's last sample missing: lost 10 s late). Node
+            # state takes re-applied records as a restart does.
+            self.node.dedup.clear()
             self.node_feed.clear()   # unacked: Faust seeks to the committed offsets after the rebalance
             self.shared.forget_overlay()
             self.wms.forget_partitions()
+            self.job._idle_since = None
             for lk in got:
                 lk.release()
 
@@ -917,6 +1009,7 @@ class Worker:
                 self.errors.error("node-batch", "node batch of %d failed: %s: %s", len(batch),
                                   type(err).__name__, err, exc_info=True)
             RawFeed.ack(app.consumer, batch)
+            feed.in_hand = []
             compat.mark_inbound(app, {m.tp for m in batch})
             dt = time.perf_counter() - t0
             self.stats.node_busy_ms += int(dt * 1000)
@@ -955,16 +1048,21 @@ class Worker:
                 heads = compat.commit_heads(self.app)
                 if heads:
                     d.update(stuck=heads)
+                tails = compat.tail_gaps(self.app)
+                if tails:   # tp -> (committed, high-water): records after the commit, none acked
+                    d.update(tails={f"{tp.topic}/{tp.partition}": v for tp, v in tails.items()})
             except Exception as err:  # noqa: BLE001 - debug only
                 d.update(dbg=str(err)[:80])
             c = js.counts()
             d.update(jobs=c["jobs"], buffered=c["buffered"], pending=c["pending"], evaluated=c["evaluated"],
                      wm_released=c["released"], idle=int(self.wms.value(self.worker_id)[1]),
                      lagging=len(self.wms.lagging()), gated=len(self.job.gate.gated()),
-                     uncovered=self.wms.uncovered, skewed=self.wms.skewed,
+                     uncovered=self.wms.uncovered, unread=self.wms.unread, skewed=self.wms.skewed,
+                     skew_released=self.wms.skew_released,
                      recovered=int(compat.recovered(self.app)), stale=self.node_feed.stale,
                      generation=self.app.consumer_generation_id,
-                     spilled=js.stats.direct, oversize=js.oversize)
+                     spilled=js.stats.direct, oversize=js.oversize,
+                     views=self.shared.replicated(b"view:"))
         return d
 
 
@@ -1006,6 +1104,12 @@ def install(app: Any, settings: Settings) -> Worker:
     async def tick() -> None:
         await w.ticker.tick()  # type: ignore[union-attr]
         await w.commits.check()
+
+    if os.environ.get("FAULTLINE_DEBUG_COMMITS") == "1":
+        @app.timer(interval=5.0, name="faultline.debug_commits")
+        async def debug_commits() -> None:
+            if compat.recovered(app):
+                log.info("commit view %s", await compat.commit_view(app))
 
     @app.timer(interval=STATS_S, name="faultline.stats")
     async def log_stats() -> None:

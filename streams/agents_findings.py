@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from typing import Any
 
 import msgspec
+import orjson
 
 from ..config import Settings
 from ..schemas.bounds import encode_output
@@ -39,6 +41,36 @@ BATCH = 2000
 WITHIN_S = 0.05
 SAVE_S = 10.0
 STATE_KEY = b"fleet"
+#: the tracker's state is fleet-wide (it grows with the fleet: 1.16 MB at 256 nodes crashed
+#: the worker's producer, over Kafka's 1 MB request size): saved zlib-compressed in parts of
+#: at most this many bytes under ``fleet/<generation>/<i>``, then the ``fleet`` header naming them
+STATE_PART_BYTES = 256 * 1024
+_HEADER = b"P"
+
+
+def state_records(blob: bytes, generation: int) -> list[tuple[bytes, bytes]]:
+    """(key, value) records that save ``blob``: its parts first, the header last (a crash
+    between them leaves the previous header, whose parts are still there)."""
+    z = zlib.compress(blob, 1)
+    parts = [z[i:i + STATE_PART_BYTES] for i in range(0, len(z), STATE_PART_BYTES)] or [b""]
+    recs = [(STATE_KEY + b"/%d/%d" % (generation, i), p) for i, p in enumerate(parts)]
+    return recs + [(STATE_KEY, _HEADER + orjson.dumps({"g": generation, "n": len(parts)}))]
+
+
+def load_state(get: Any) -> tuple[bytes | None, int]:
+    """The saved tracker state (None: none) and its generation, from ``get(key)``; a value
+    saved whole by an earlier version is read as it is."""
+    head = get(STATE_KEY)
+    if not head:
+        return None, 0
+    if head[:1] != _HEADER:
+        return head, 0
+    h = orjson.loads(head[1:])
+    parts = [get(STATE_KEY + b"/%d/%d" % (h["g"], i)) for i in range(h["n"])]
+    if any(p is None for p in parts):
+        log.error("findings state generation %d is missing parts: starting from empty trackers", h["g"])
+        return None, int(h["g"])
+    return zlib.decompress(b"".join(parts)), int(h["g"])
 
 _inc_dec = msgspec.json.Decoder(Incident)
 _alert_dec = msgspec.json.Decoder(Alert)
@@ -69,12 +101,13 @@ def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: 
     alerts_out = app.topic(T(ALERTS))
     dead_out = app.topic(T(DEADLETTER))
     table = app.Table("findings_state", partitions=1, default=None, key_type=bytes, value_type=bytes)
-    st: dict[str, Any] = {"runner": None, "dirty": False, "saved": 0.0, "findings": 0}
+    st: dict[str, Any] = {"runner": None, "dirty": False, "saved": 0.0, "findings": 0, "generation": 0}
 
     def runner() -> FindingsRunner:
         r = st["runner"]
         if r is None:
-            tracker = FindingsTracker.load(table.data.get(STATE_KEY))
+            blob, st["generation"] = load_state(table.data.get)
+            tracker = FindingsTracker.load(blob)
             r = FindingsRunner(StreamClock(settings.lateness_ms), tracker, step_ms=step_ms, settle_ms=settle_ms)
             st["runner"] = r
             log.info("findings state loaded", extra=tracker.stats())
@@ -138,8 +171,14 @@ def install(app: Any, settings: Settings, *, step_ms: int = HOUR_MS, settle_ms: 
         if r is None or not st["dirty"]:
             return
         blob = r.tracker.dump()
-        table.data[STATE_KEY] = blob
-        table.send_changelog(0, STATE_KEY, blob)
+        old_prefix = STATE_KEY + b"/%d/" % st["generation"]
+        st["generation"] += 1
+        for key, value in state_records(blob, st["generation"]):
+            table.data[key] = value
+            table.send_changelog(0, key, value)
+        for key in [k for k in list(table.data.keys()) if k.startswith(old_prefix)]:
+            del table.data[key]
+            table.send_changelog(0, key, None, value_serializer="raw")   # the previous parts: tombstones
         st["dirty"] = False
         st["saved"] = time.time()
         log.info("findings state saved", extra={"bytes": len(blob), "findings": st["findings"], **r.tracker.stats()})

@@ -79,6 +79,13 @@ class FaultlineApp(faust.App):
         t.Consumer = fast_drain(t.Consumer)
         return super()._new_consumer()
 
+    def _new_producer(self) -> Any:
+        from .faust_producer import idempotent_producer
+
+        t = self.transport
+        t.Producer = idempotent_producer(t.Producer)
+        return super()._new_producer()
+
     def _new_conductor(self) -> Any:
         from .faust_compat import fast_conductor
 
@@ -95,9 +102,10 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
     ``install=False`` returns the bare configured app (no agents), for tools that only
     need the configuration. Extra keyword arguments override Faust settings.
     """
-    from .faust_compat import BrokerAwayFilter, check_versions
+    from .faust_compat import BrokerAwayFilter, check_versions, patch_recovery
 
     check_versions()   # the fast path relies on Faust/aiokafka internals: refuse untested versions
+    patch_recovery()   # a standby partition without a built offset seeks to the beginning
     BrokerAwayFilter(settings.kafka_bootstrap).install()
     app_id = app_id or default_app_id(settings)
     options: dict[str, Any] = dict(

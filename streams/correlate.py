@@ -35,6 +35,12 @@ from .detectors.job import AttemptRecord
 from .join import FABRIC_LINK, View
 from .signals import Signal
 from .xid import lookup as xid_lookup
+from .rules.ranking import (CAL_CEIL, CAL_FLOOR, CONFIDENCE_DIGITS, CONFIDENCE_MAX, CONFIDENCE_MIN,  # noqa: F401
+                            MAX_HYPOTHESES, UNKNOWN_CONFIDENCE, confidence, rank, rank_key, root_confidence,
+                            shown_confidences)
+from .rules.storage import (HANG_CATEGORIES, HANG_REPORT_MS, LOCAL_FS, STORAGE_CATEGORIES,  # noqa: F401
+                            UNFELT_STORAGE_FACTOR, UNUSED_MOUNT_FACTOR, _felt_here, _felt_paths, _host,
+                            _local_fs, _lustre_fsname, _mount_for_log, _mount_point, _prefer_used_mount, _under)
 
 INFRA_LAYERS = ("gpu", "hw", "net", "storage")
 # python exceptions that are code bugs whatever the infrastructure does
@@ -130,53 +136,6 @@ class _Cand:
         self.summary = summary
 
 
-STORAGE_CATEGORIES = frozenset({"storage_full", "storage_unavailable", "storage_slow"})
-#: weight left to a failed mount the job is not seen using when another failed mount holds its files
-UNUSED_MOUNT_FACTOR = 0.4
-
-
-#: file system types that live on one node (its disks, its memory): a fault of one explains only
-#: jobs on that node, whatever path other nodes mount under the same name
-LOCAL_FS = frozenset({"local", "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "ramfs", "vfat",
-                      "overlay", "nvme", "md", "lvm"})
-
-
-def _local_fs(sig: Signal, view: View) -> bool:
-    """Is ``sig`` about a node-local file system: by the fs type it reports, else by the backend
-    its node's inventory lists for the longest mount point holding its path."""
-    fs = sig.data.get("fs_type")
-    if not isinstance(fs, str) or not fs:
-        path = sig.data.get("path")
-        if not isinstance(path, str) and sig.subject.startswith("path:"):
-            path = sig.subject[5:]
-        held = [m for m in view.mounts.get(sig.node or "", ()) if isinstance(path, str) and _under(path, m.path)]
-        fs = max(held, key=lambda m: len(m.path)).backend if held else ""
-    return fs.lower() in LOCAL_FS
-
-
-def _under(path: str, mount: str) -> bool:
-    m = mount.rstrip("/") or "/"
-    return path == m or path.startswith(m + "/") or m == "/"
-
-
-def _prefer_used_mount(cands: dict, rec: AttemptRecord, job_sigs: list[Signal]) -> None:
-    """When failed mounts compete (several on one node), the one holding the job's own files
-    (its checkpoints, the paths its errors and failed saves name) failed it; the others are
-    other jobs' trouble on the same node. Nothing changes when no failed mount holds them."""
-    paths = {c.path for c in rec.ckpts} | ({rec.ckpt_open.path} if rec.ckpt_open is not None else set())
-    paths |= {s.data["path"] for s in job_sigs if isinstance(s.data.get("path"), str)}
-    paths.discard("")
-    if not paths:
-        return
-    mounts = [k for k in cands if k[0] in STORAGE_CATEGORIES and k[1].startswith("path:")]
-    used = [k for k in mounts if any(_under(p, k[1][5:]) for p in paths)]
-    if not used or len(used) == len(mounts):
-        return
-    for k in mounts:
-        if k not in used:
-            cands[k].score *= UNUSED_MOUNT_FACTOR
-
-
 #: a scheduler ending (preemption, a time limit reached while the job progressed) is never a
 #: version change's doing: a change keeps at most this weight there (context, below the verdict)
 SCHEDULER_END_CHANGE_CAP = 0.3
@@ -219,31 +178,41 @@ def _discount_survived(cands: dict, rec: "AttemptRecord", start: int) -> None:
             c.score *= SURVIVED_FACTOR
 
 
-# ---- ranking: ONE rule orders the hypotheses, picks the root cause and gives its confidence
-#: the confidence a hypothesis shows is its weight clamped to this range and rounded to
-#: CONFIDENCE_DIGITS (a weight is never certainty, nor nothing once it is a candidate)
-CONFIDENCE_MIN, CONFIDENCE_MAX = 0.01, 0.99
-#: two-decimal confidences: finer digits are noise of the weighting, not information
-CONFIDENCE_DIGITS = 2
-#: hypotheses kept in an incident (the root cause and five alternatives)
-MAX_HYPOTHESES = 6
+# ---- per-signal weighting (the main loop of ``correlate``): each factor a named unit
+#: weight of an XID known only from the kernel log, by the severity NVIDIA's catalogue gives it
+XID_LOG_WEIGHT = {"critical": 0.95, "warning": 0.7, "info": 0.15}
+#: an XID NVIDIA lists as not fatal stops no job on its own
+XID_NONFATAL_CAP = 0.2
+#: an XID NVIDIA lists as possibly the application's doing: at most half a verdict
+XID_APP_CAP = 0.5
+#: a throttling GPU on a node that straggled (or a job that slowed down): the slowdown is felt
+THROTTLE_SLOWED_WEIGHT = 0.7
+#: a BMC event on a node that really went away (node_down, NODE_FAIL) is that node's fault ...
+BMC_DEAD_NODE_BONUS, BMC_DEAD_NODE_CAP = 0.3, 0.95
+#: ... while on a node that kept running it is a warning at most
+BMC_LIVE_NODE_CAP = 0.45
+#: a signal after the failure is more often a consequence or an echo (more so after a silent hang)
+AFTER_FAILURE_FACTOR, AFTER_STALL_FACTOR = 0.5, 0.3
+#: a one-off signal loses up to this share of its weight with age (over ``decay_ms``)
+AGE_DECAY = 0.4
+#: the job's own first error (or its transport errors) points at this category: corroboration
+SYMPTOM_BONUS = 0.1
+#: an inter-switch port is on the job's path by inference only: tied by the job's own transport
+#: errors minutes after its fault, else barely
+FABRIC_TIED_FACTOR, FABRIC_UNTIED_FACTOR = 0.6, 0.15
+#: a silent hang: congestion, throttling, OOMs and app-induced XIDs slow or crash a job, they do not freeze it
+HANG_MISFIT_FACTOR = 0.4
+#: the scheduler itself says host memory ran out: other categories explain less
+SCHED_OOM_OTHER_FACTOR = 0.6
+#: a bug in the user's code is not explained by infrastructure unless a hard fault (>= HARD_FAULT)
+#: hit the erroring rank's own node before the error
+HARD_FAULT, CODE_BUG_INFRA_FACTOR = 0.8, 0.4
+#: several signals on one candidate: up to CORROBORATION_MAX more weight, CORROBORATION_STEP each
+CORROBORATION_STEP, CORROBORATION_MAX = 0.03, 0.1
 
 
-def confidence(score: float) -> float:
-    """The confidence shown for a candidate of weight ``score`` (incident JSON, CLI, page)."""
-    return round(max(CONFIDENCE_MIN, min(CONFIDENCE_MAX, score)), CONFIDENCE_DIGITS)
-
-
-def rank_key(c: "_Cand") -> tuple:
-    """The ranking rule: highest shown confidence first; equal confidences go to the earlier
-    fault (a later one on the same path is more often its consequence), then by name so the
-    order never depends on the input's order."""
-    return (-confidence(c.score), c.ts, c.category, c.component)
-
-
-def rank(cands: Iterable["_Cand"]) -> list["_Cand"]:
-    """Candidates best first: the root cause is ``rank(...)[0]``, its confidence the one shown."""
-    return sorted(cands, key=rank_key)
+#: job log lines whose GPU index is the process's own view (CUDA numbers the GPUs a process sees)
+PROCESS_LOCAL_GPU_KINDS = frozenset({"log:cuda_oom"})
 
 
 def _local_gpu(rec: AttemptRecord, rank: int, node: str) -> int:
@@ -260,15 +229,36 @@ def _pci_key(pci: str) -> str:
     return ":".join(parts).split(".")[0]
 
 
-def _mount_point(view: View, seen: dict | None, node: str | None, path: str, nodes: Iterable[str]) -> str | None:
-    """The longest mount point holding ``path``: from the node's inventory or from the mounts its
-    storage signals name (a file system known only from its samples), on ``node``, else on the
-    job's nodes."""
-    for n in ([node] if node else []) + [x for x in nodes if x != node]:
-        known = [m for m in (view.mount_of(n, path),) if m] + [m for m in (seen or {}).get(n, ()) if _under(path, m)]
-        if known:
-            return max(known, key=len)
-    return None
+#: GPU signals that point at one GPU's PCIe link: an XID naming only a bus id on that node
+#: is taken to be that GPU's when it is the only one showing them
+BUS_FAULT_KINDS = frozenset({"pcie_replay", "gpu_lost"})
+
+
+def _pci_index(sigs: list[Signal]) -> dict[tuple[str | None, str], Any]:
+    """(node, bus id) -> GPU index, for XIDs that name a bus id only: from a ``gpu.xid`` of the
+    node that gave both, else, when the node's bus-id-only XIDs name one bus id and exactly one
+    GPU of the node shows a bus fault (``BUS_FAULT_KINDS``: its PCIe replays climbing, or its
+    samples stopping while the others report), that GPU (outside check round 3, s05: an XID 79
+    with ``pci`` only took the bus id for the GPU index, against the contract's form)."""
+    idx: dict[tuple[str | None, str], Any] = {}
+    for s in sigs:
+        if s.kind == "xid" and s.data.get("gpu") is not None and s.data.get("pci"):
+            idx[(s.node, _pci_key(s.data["pci"]))] = s.data["gpu"]
+    lost: dict[str | None, set[int]] = {}
+    for s in sigs:
+        if s.kind in BUS_FAULT_KINDS and s.subject.startswith("gpu:"):
+            g = s.subject.rsplit("/", 1)[-1]
+            if g.isdigit():
+                lost.setdefault(s.node, set()).add(int(g))
+    bare: dict[str | None, set[str]] = {}
+    for s in sigs:
+        if s.kind in ("xid", "log:xid") and s.data.get("gpu") is None and s.data.get("pci"):
+            bare.setdefault(s.node, set()).add(_pci_key(s.data["pci"]))
+    for node, keys in bare.items():
+        gone = lost.get(node, set())
+        if len(keys) == 1 and len(gone) == 1:
+            idx.setdefault((node, next(iter(keys))), next(iter(gone)))
+    return idx
 
 
 def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | None = None,
@@ -304,7 +294,8 @@ def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | No
             return f"port:{iface or '?'}@{sig.node}"
         if dev is not None:
             return f"port:{dev}/{port}"
-    if sig.component:
+    bus_only = sig.kind == "xid" and d.get("gpu") is None and bool(d.get("pci"))
+    if sig.component and not bus_only:    # a bus id only: the GPU index is resolved below
         if sig.component.startswith("path:") and sig.kind == "checkpoint_failed":
             m = view.mount_of(sig.node, d.get("path") or "")
             if m is None:
@@ -319,6 +310,10 @@ def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | No
     if cat in ("gpu_oom", "gpu_hardware", "gpu_nvlink", "thermal_throttle", "driver_software"):
         node = sig.node or (rec.nodes[0] if rec.nodes else "?")
         g = d.get("gpu")
+        if g == 0 and sig.kind in PROCESS_LOCAL_GPU_KINDS and d.get("rank") is not None and node in rec.nodes:
+            # "GPU 0" from a rank that is not its node's first: the task sees one GPU (per-task
+            # CUDA_VISIBLE_DEVICES, Slurm --gpus-per-task=1), its physical GPU is its local rank's
+            g = _local_gpu(rec, int(d["rank"]), node)
         if g is None and d.get("rank") is not None:
             g = _local_gpu(rec, int(d["rank"]), node)
         if g is None and d.get("pci"):
@@ -350,24 +345,6 @@ def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | No
             path = m
         return f"path:{path}"
     return f"job:{rec.job}"
-
-
-def _mount_for_log(sig: Signal, rec: AttemptRecord, view: View) -> str | None:
-    """The mount a kernel storage message is about: by NFS server name, or the only
-    mount of the message's file-system family (Lustre) on the job's nodes."""
-    server = sig.data.get("server")
-    nodes = [sig.node] if sig.node else list(rec.nodes)
-    mounts = [m for n in nodes for m in view.mounts.get(n, ())]
-    if server:
-        hit = sorted({m.path for m in mounts if m.server == server or (m.backend and server in m.backend)})
-        if len(hit) == 1:
-            return hit[0]
-    fam = {"lustre_evicted": "lustre", "nfs_not_responding": "nfs"}.get(sig.data.get("signature", ""))
-    if fam:
-        hit = sorted({m.path for m in mounts if fam in (m.backend or "").lower()})
-        if len(hit) == 1:
-            return hit[0]
-    return None
 
 
 # exception classes that point at the environment, not the user's code
@@ -536,19 +513,19 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if s.layer == "storage" and s.node and not s.kind.startswith("log:") and not s.subject.startswith("job:") \
                 and isinstance(s.data.get("path"), str) and s.data["path"].startswith("/"):
             seen_mounts.setdefault(s.node, set()).add(s.data["path"].rstrip("/") or "/")
-    pci_index = {(s.node, _pci_key(s.data["pci"])): s.data["gpu"] for s in sigs
-                 if s.kind == "xid" and s.data.get("gpu") is not None and s.data.get("pci")}
+    pci_index = _pci_index(sigs)
+    felt = _felt_paths(rec, job_sigs, view, seen_mounts) if storage_hit else set()
     for s in sigs:
         if s.kind == "log:xid":
             # an XID known only from the kernel log (no gpu.xid collector on that node)
             if (s.node, s.data.get("xid")) in xid_events or s.data.get("xid") is None:
                 continue
             info = xid_lookup(int(s.data["xid"]))
-            score = {"critical": 0.95, "warning": 0.7, "info": 0.15}[info.severity]
+            score = XID_LOG_WEIGHT[info.severity]
             if not info.fatal:
-                score = min(score, 0.2)
+                score = min(score, XID_NONFATAL_CAP)
             if info.category == "application":
-                score = min(score, 0.5)
+                score = min(score, XID_APP_CAP)
             s = msgspec.structs.replace(s, kind="xid", category=info.category, score=score, data={
                 **s.data, "app_induced": info.app_induced, "fatal": info.fatal})
         cat = s.category
@@ -563,37 +540,39 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         if kind.startswith("log:") and s.data.get("role") == "weak":
             continue  # application evidence: judged below
         if kind == "thermal_throttle" and (s.node in stragglers or slowed):
-            score = 0.7  # throttling that slowed the job down
-        if cat in ("storage_slow", "storage_unavailable", "storage_full") and not storage_hit \
-                and not (kind.startswith("log:") or kind == "checkpoint_failed"):
-            score *= 0.4  # a storage alarm the job never felt
+            score = THROTTLE_SLOWED_WEIGHT  # throttling that slowed the job down
+        if cat in ("storage_slow", "storage_unavailable", "storage_full") \
+                and not (kind.startswith("log:") or kind == "checkpoint_failed") \
+                and (not storage_hit or not _felt_here(s, felt)):
+            score *= UNFELT_STORAGE_FACTOR  # a storage alarm the job never felt
         if cat == "node_hardware" and kind in ("bmc_sel", "bmc_sensor"):
-            score = min(0.95, score + 0.3) if s.node in dead_nodes else min(score, 0.45)
+            score = min(BMC_DEAD_NODE_CAP, score + BMC_DEAD_NODE_BONUS) if s.node in dead_nodes else min(score, BMC_LIVE_NODE_CAP)
         # time: after the failure -> consequence; long before -> decays (not for lasting conditions)
-        if s.ts > failure_ts + post_grace:
-            score *= 0.3 if stalled else 0.5
+        grace = post_grace + (HANG_REPORT_MS if stalled and cat in HANG_CATEGORIES and kind.startswith("log:") else 0)
+        if s.ts > failure_ts + grace:
+            score *= AFTER_STALL_FACTOR if stalled else AFTER_FAILURE_FACTOR
         elif kind not in LASTING_KINDS:
             age = failure_ts - s.ts
             if age > 0:
-                score *= 1.0 - 0.4 * min(1.0, age / cfg.decay_ms)
+                score *= 1.0 - AGE_DECAY * min(1.0, age / cfg.decay_ms)
         if sym_cat is not None and cat == sym_cat:
-            score = min(0.99, score + 0.1)
+            score = min(CONFIDENCE_MAX, score + SYMPTOM_BONUS)
         if s.data.get("fabric"):
             # an inter-switch port: on the job's path only by inference; only the job's own report
             # of transport errors within minutes after the port's fault ties it to this failure
             tied = any(0 <= t - s.ts <= cfg.fabric_tie_ms for t in net_err_ts)
-            score *= 0.6 if tied else 0.15
+            score *= FABRIC_TIED_FACTOR if tied else FABRIC_UNTIED_FACTOR
         if net_symptom and cat in ("network_link", "network_congestion"):
-            score = min(0.99, score + 0.1)  # the job itself reported the fabric failing
+            score = min(CONFIDENCE_MAX, score + SYMPTOM_BONUS)  # the job itself reported the fabric failing
         if stalled and (cat in SLOWDOWN_OR_CRASH or (kind == "xid" and s.data.get("app_induced"))):
-            score *= 0.4  # a silent hang: these slow a job down or crash it, they do not freeze it
+            score *= HANG_MISFIT_FACTOR  # a silent hang: these slow a job down or crash it, they do not freeze it
         if state == "out_of_memory" and cat != "host_oom":
-            score *= 0.6  # the scheduler itself says host memory ran out
+            score *= SCHED_OOM_OTHER_FACTOR  # the scheduler itself says host memory ran out
         if app_code:
             # a code bug is not explained by infrastructure unless a hard fault hit the
             # erroring rank's own node before the error
-            if not (score >= 0.8 and s.node == app_node and app_ts is not None and s.ts <= app_ts):
-                score *= 0.4
+            if not (score >= HARD_FAULT and s.node == app_node and app_ts is not None and s.ts <= app_ts):
+                score *= CODE_BUG_INFRA_FACTOR
         comp = _component(s, rec, view, pci_index, seen_mounts)
         key = (cat, comp)
         c = cands.get(key)
@@ -626,7 +605,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         _move(cands, key, ("gpu_oom", f"gpu:{node}/{pick}"), summary_from_moved=True)
     for c in cands.values():
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
-            c.score = min(0.99, c.score * (1.0 + min(0.1, 0.03 * (len(c.sigs) - 1))))
+            c.score = min(CONFIDENCE_MAX, c.score * (1.0 + min(CORROBORATION_MAX, CORROBORATION_STEP * (len(c.sigs) - 1))))
 
     # a GPU known only by its bus id: the index of the GPU of that node that went silent right after
     for key in [k for k in cands if k[0] in ("gpu_hardware", "gpu_nvlink", "driver_software") and k[1].startswith("gpu:")]:
@@ -849,13 +828,13 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     if stalled and ranked and all(c.score < cfg.explain_min for c in ranked):
         ranked = []
     if not ranked:
-        root = Cause(category="unknown", component=f"job:{rec.job}", confidence=0.2,
+        root = Cause(category="unknown", component=f"job:{rec.job}", confidence=UNKNOWN_CONFIDENCE,
                      summary="no signal on the job's resources explains the interruption")
         hyps: list[Cause] = []
     else:
-        hyps = [Cause(category=c.category, component=c.component, summary=c.summary,
-                      confidence=confidence(c.score),
-                      evidence=[e for s in c.sigs for e in s.evidence][:20]) for c in ranked[:MAX_HYPOTHESES]]
+        kept = ranked[:MAX_HYPOTHESES]
+        hyps = [Cause(category=c.category, component=c.component, summary=c.summary, confidence=p,
+                      evidence=[e for s in c.sigs for e in s.evidence][:20]) for c, p in zip(kept, shown_confidences(kept))]
         root = hyps[0]
 
     # ---- ruled out: layers with telemetry on the job's resources and no signal of weight

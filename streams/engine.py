@@ -37,7 +37,7 @@ from .signals import Signal, make
 log = logging.getLogger("faultline.streams.engine")
 
 _NODE_KINDS = frozenset({"gpu.sample", "gpu.xid", "hw.sensor", "hw.sel", "net.port", "net.link", "net.rdma",
-                         "storage.sample", "storage.mount", "sched.node", "inventory.change"})
+                         "storage.sample", "storage.mount", "sched.node", "inventory.change", "inventory.topology"})
 _JOB_KINDS = frozenset({"sched.job", "runtime.log", "runtime.progress", "runtime.checkpoint", "runtime.container"})
 _INV_KINDS = frozenset({"inventory.topology", "inventory.versions", "inventory.change"})
 # signal kinds that raise an alert before a job dies
@@ -47,6 +47,7 @@ _ALERT_KINDS = frozenset({
     "rdma_link_errors", "rdma_congestion", "storage_slow", "storage_full", "mount_stale", "mount_missing",
     "mount_readonly", "mount_full", "node_down", "container_oom", "checkpoint_failed", "straggler", "stall",
     "checkpoint_stale", "log:cuda_oom", "log:oom_killer", "log:cgroup_oom", "log:enospc", "log:stale_file_handle",
+    "storage_latency_climb", "segment_congestion",   # precursors (streams/detectors: storage, net)
 })
 
 
@@ -82,6 +83,10 @@ class EngineConfig(Struct, frozen=True, kw_only=True):
     #: every batch and needs no cap
     max_buffered_per_job: int = 1_024
     max_buffered_bytes_per_job: int = 128 * 1024
+    #: the worker's sides: every alert and incident revision is streamed out as it is made,
+    #: so none is kept as history (``alerts()``, the incidents of jobs retention dropped);
+    #: ``diagnose`` and replay keep them for their report
+    streaming: bool = False
 
     @classmethod
     def from_settings(cls, settings: Any) -> "EngineConfig":
@@ -497,10 +502,13 @@ class Engine:
         if not self._buf:
             self._held.clear()
 
-    def close_windows(self) -> None:
+    def close_windows(self, upto: int | None = None) -> None:
         """Every input is idle: like ``finish`` release what is buffered and run the pending
         evaluations now (an evaluation only uses events up to its cutoff; one that arrives
-        later re-evaluates the incident)."""
+        later re-evaluates the incident). ``upto``: the fleet's latest credible event time
+        when the caller knows better than this engine's (the worker: see ``Watermarks.idle_until``)."""
+        if upto is not None and upto > self._max_ts:
+            self._max_ts = upto
         self._release(self._max_ts)
         if self._heap_due:
             self._fire_due(1 << 62)
@@ -670,6 +678,11 @@ class Engine:
                 self._last_evict = wm
                 self._evict(wm - self.cfg.retention_ms)
 
+    def evict_before(self, before: int) -> None:
+        """Drop what retention no longer needs, older than event time ``before`` (``_evict``;
+        the worker's node side, whose core never advances a watermark of its own)."""
+        self._evict(before)
+
     def _evict(self, before: int) -> None:
         """Bound the state: signals, finished jobs and rate-limit keys older than the
         retention (event time); incidents beyond ``max_jobs`` (oldest first)."""
@@ -682,7 +695,11 @@ class Engine:
             js = self.jobs.pop(job)
             gone.add(job)
             for a in js.attempts:
-                self._inc_ctx.pop(incident_id(job, a), None)
+                iid = incident_id(job, a)
+                self._inc_ctx.pop(iid, None)
+                if self.cfg.streaming:       # sent long ago; nothing reads it here any more
+                    self._incidents.pop(iid, None)
+                    self._recovered.pop(iid, None)
         self._alert_last = {k: t for k, t in self._alert_last.items() if t >= before}
         self._sig_last = {k: v for k, v in self._sig_last.items() if v[0] >= before}
         self.world.evict(before - self.cfg.correlate.change_window_ms)
@@ -784,9 +801,10 @@ class Engine:
             job = self._job_on(s.node, s.ts)
         a = cap_alert(Alert(id=s.id, ts=s.ts, severity=s.severity, detector=s.kind, summary=s.summary,
                             node=s.node, job=job, evidence=list(s.evidence), subject=s.subject))
-        self._alerts.append(a)
-        if len(self._alerts) > 100_000:
-            del self._alerts[:10_000]
+        if not self.cfg.streaming:
+            self._alerts.append(a)
+            if len(self._alerts) > 100_000:
+                del self._alerts[:10_000]
         self.stats.alerts += 1
         self._out.append(a)
 

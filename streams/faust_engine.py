@@ -166,6 +166,11 @@ class Shared:
             if k.startswith(prefix) and k not in seen:
                 yield k, v
 
+    def replicated(self, prefix: bytes) -> int:
+        """How many keys under ``prefix`` the table itself holds (this worker's copy of what
+        every worker wrote; the overlay of this worker's own writes not counted)."""
+        return sum(1 for k in list(self.data.keys()) if k.startswith(prefix))
+
     def forget_overlay(self) -> None:
         """After a rebalance: keys we wrote may now belong to another worker."""
         self.overlay.clear()
@@ -273,7 +278,12 @@ class SharedWorld:
         return self.shared.job_on(node, ts)
 
     def evict(self, before_ts: int) -> None:
-        """Failures age out of the GlobalTable with their jobs' rows (nothing here)."""
+        """Failures older than ``before_ts`` (event time) leave the GlobalTable: any worker
+        may delete them (retention is the same everywhere; a second tombstone is harmless).
+        A scan of the ``fail:`` keys; the Engine runs retention every 10 min of event time."""
+        old = [k for k, raw in self.shared.items(b"fail:") if _fail_dec.decode(raw).ts < before_ts]
+        for k in old:
+            self.shared.delete(k)
 
 
 class _IndexProxy:
@@ -357,6 +367,17 @@ class Fence(Struct):
         return True
 
 
+#: event ids a worker side remembers (diagnose keeps 2,000,000): ~105 B an id, ~50 MB a side
+WORKER_DEDUP_CAP = 500_000
+
+
+def side_config(cfg: EngineConfig) -> EngineConfig:
+    """The configuration of a worker's sides: outputs stream out as they are made (no
+    history kept: ``EngineConfig.streaming``), and event-id de-duplication bounded lower
+    than diagnose's (the offset fences already skip a re-delivered record)."""
+    return msgspec.structs.replace(cfg, streaming=True, dedup_cap=min(cfg.dedup_cap, WORKER_DEDUP_CAP))
+
+
 class _Side:
     """What both sides share: an ``Engine`` composed with the Shared-backed collaborators,
     an outbox of signals, offset fences per key, the keys touched since the last write."""
@@ -402,6 +423,10 @@ class NodeDump(Struct, kw_only=True):
 _node_dump_dec = msgspec.msgpack.Decoder(NodeDump)
 
 
+#: event time between two retention passes of the node side (as ``Engine`` does on its watermark)
+NODE_EVICT_EVERY_MS = 600_000
+
+
 class NodeSide(_Side):
     """Node-topic detectors; events applied on arrival (see module doc)."""
 
@@ -411,6 +436,7 @@ class NodeSide(_Side):
         self.cov_written: dict[str, dict[str, list[int]]] = {}
         self.cov_step_ms = cov_step_ms
         self.view_dirty: set[str] = set()
+        self._evicted_ts = -(1 << 62)
 
     @property
     def nodes(self) -> dict[str, NodeState]:
@@ -447,6 +473,15 @@ class NodeSide(_Side):
         if ev.kind in _INV_KINDS and ev.node:
             self.view_dirty.add(ev.node)
         self.dirty.add(key)
+
+    def retain(self, event_time: int) -> None:
+        """Retention at the worker's event time (the fleet's agreed watermark, never one
+        event's own ts: a clock 23 h ahead must not evict everything): the core's watermark
+        never moves on this side (events are applied on arrival), so its ``_evict`` runs
+        here, every ``NODE_EVICT_EVERY_MS`` of event time."""
+        if event_time - self._evicted_ts >= NODE_EVICT_EVERY_MS:
+            self._evicted_ts = event_time
+            self.core.evict_before(event_time - self.cfg.retention_ms)
 
     def flush_shared(self) -> None:
         """Write topology/versions/changes of touched nodes and coverage spans that moved
@@ -517,6 +552,10 @@ class JobSide(_Side):
             self._alloc_written.pop(job, None)
             self.shared.delete(f"alloc:{job}".encode())
         self.evicted |= jobs
+        # the core dropped the evicted jobs' incident contexts: nothing re-evaluates them
+        ctx = self.core.evaluations
+        for iid in [i for i in self.evaluated if i not in ctx]:
+            del self.evaluated[iid]
 
     # ---------------------------------------------------------- persistence
     def load(self, job: str, blob: bytes | None) -> None:
@@ -576,9 +615,10 @@ class JobSide(_Side):
     def advance_to(self, watermark: int) -> None:
         self.core.ingest((), watermark)
 
-    def close_windows(self) -> None:
-        """Every input is idle: release what is buffered and run the pending evaluations."""
-        self.core.close_windows()
+    def close_windows(self, upto: int | None = None) -> None:
+        """Every input is idle: release what is buffered (up to ``upto`` when given) and run
+        the pending evaluations."""
+        self.core.close_windows(upto)
 
     def remember_signal(self, sig: Signal) -> bool:
         """Keep ``sig`` (pushed to this worker, or its own node side's) in the local index
@@ -612,6 +652,8 @@ class JobSide(_Side):
         for iid, at in list(self.evaluated.items()):
             if now - at <= self.recheck_s:
                 self.core.reevaluate(iid)
+            else:
+                del self.evaluated[iid]      # never re-checked again: bounded by the recent ones
 
     def flush_shared(self) -> None:
         """Allocation of touched jobs -> ``alloc:<job>`` (for the fan-out and alerts)."""

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import IO, Any, Callable, Iterable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -40,6 +40,26 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     })
     env.update(extra)
     return env
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0, *, log: IO[Any] | None = None,
+                 kill_timeout: float = 10.0) -> str:
+    """Stop ``proc`` and return what it wrote: SIGTERM, up to ``timeout`` s for it to exit,
+    then SIGKILL (and up to ``kill_timeout`` s more). The output is what its stdout/stderr
+    pipes still held, then the text of ``log`` (the file its output went to; closed here).
+    A process that already exited is only reaped; the caller reads ``proc.returncode``."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate(timeout=kill_timeout)
+    text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x for x in (out, err) if x)
+    if log is not None:
+        log.close()
+        text += Path(log.name).read_text(errors="replace")
+    return text
 
 
 class _Child:
@@ -92,15 +112,9 @@ class _Child:
             self.proc.wait(10)
 
     def stop(self, timeout: float = 20.0) -> None:
-        if not self.alive():
-            return
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        if self.alive():
+            assert self.proc is not None
+            stop_process(self.proc, timeout)
 
     def log(self, tail: int = 4000) -> str:
         try:

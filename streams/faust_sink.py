@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -67,17 +69,68 @@ def sink_group_id(settings: Settings, app_id: str | None = None) -> str:
     return f"{app_id or default_app_id(settings)}-sink"
 
 
+#: the file in a chDB directory that names the sink owning it (its pid): a store locked by
+#: that process refuses a second sink; locked by any other process, the sink waits for it
+SINK_MARKER = "faultline-sink.pid"
+#: a server error that means "not reachable now" (retried), not a wrong URL or credentials
+_UNREACHABLE = ("connection refused", "failed to establish", "max retries", "timed out", "timeout",
+                "name or service not known", "temporary failure in name resolution", "connection reset",
+                "remote end closed", "network is unreachable")
+
+
 def open_sink(settings: Settings, *, max_rows: int = 50_000) -> tuple[Any, Any]:
-    """Open the store and a writer; ``SinkStoreBusy`` names the owner when another process
-    holds the embedded store."""
-    from ..sinks import SinkWriter, open_store
-    from ..sinks.store import StoreLocked
+    """Open the store and a writer. ``SinkStoreBusy`` names the owner when another SINK owns
+    the embedded store (one sink per chDB directory). When something else holds it (a CLI
+    query, a notebook, a backup), or the ClickHouse server refuses connections, the store
+    is a ``DeferredStore``: the sink starts, and each flush tries to open it again (backoff,
+    offsets uncommitted, lag rising) until it is available."""
+    from ..sinks import SinkWriter
+    from ..sinks.store import DeferredStore, StoreError, StoreLocked
 
     try:
-        store = open_store(settings)
+        store = _open_marked(settings)
     except StoreLocked as e:
-        raise _busy(e) from None
+        if e.pid is not None and e.pid == _marker_pid(e.path):
+            raise _busy(e) from None
+        log.warning("the embedded store is held by %s (not a sink); the sink starts and retries opening it "
+                    "with backoff, storing nothing meanwhile: stop that process to let it in",
+                    f"process {e.pid}" if e.pid else "another process", extra={"store": e.path, "pid": e.pid})
+        store = DeferredStore(lambda: _open_marked(settings), backend="chdb", location=e.path, error=e)
+    except StoreError as e:
+        if not settings.clickhouse_url or not any(m in str(e).lower() for m in _UNREACHABLE):
+            raise
+        log.warning("the ClickHouse server is not reachable; the sink starts and retries with backoff, "
+                    "storing nothing meanwhile: %s", str(e)[:300])
+        store = DeferredStore(lambda: _open_marked(settings), backend="clickhouse",
+                              location=_server_location(settings.clickhouse_url), error=e)
     return store, SinkWriter(store, max_rows=max_rows, max_delay_s=1.0)
+
+
+def _open_marked(settings: Settings) -> Any:
+    """``open_store``; on chDB, write this process's pid to ``SINK_MARKER`` (it owns it now)."""
+    from ..sinks import open_store
+
+    store = open_store(settings)
+    if store.backend == "chdb":
+        try:
+            (Path(store.location) / SINK_MARKER).write_text(f"{os.getpid()}\n")
+        except OSError as err:   # read-only directory: a second sink would wait instead of refusing
+            log.warning("cannot write the sink marker: %s", err, extra={"store": store.location})
+    return store
+
+
+def _marker_pid(path: str) -> int | None:
+    try:
+        return int((Path(path) / SINK_MARKER).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _server_location(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    p = urlsplit(url)
+    return f"{p.scheme}://{p.hostname}:{p.port or 8123}{p.path or ''}"   # never the credentials
 
 
 def _busy(e: Any) -> SinkStoreBusy:

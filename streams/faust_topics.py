@@ -18,6 +18,8 @@ SIGNALS = "fl.internal.signals"   # detector signals, key = signal index key (no
 JOBS = "fl.internal.jobs"         # signals pushed to jobs and watermark ticks, key = job;
                                   # co-partitioned with fl.sched / fl.runtime
 INTERNAL_TOPICS: tuple[str, ...] = (SIGNALS, JOBS)
+#: the internal topics hold transient records only
+INTERNAL_RETENTION_MS = 24 * 3600 * 1000
 
 
 class BrokerUnreachable(ConnectionError):
@@ -34,8 +36,10 @@ def unreachable_message(bootstrap: str) -> str:
 
 async def ensure_topics(settings: Settings, *, timeout_ms: int = 15_000) -> int:
     """Create the contract topics (``faultline.topics``) and the worker's internal topics
-    when missing. Returns the partition count of the input topics, which the worker must
-    use (job-keyed topics and the job table are co-partitioned).
+    when missing, replicated like the contract's (``min(3, brokers)`` replicas unless
+    ``topic_replication`` asks for more; ``min.insync.replicas`` ``min(2, replication - 1)``).
+    Returns the partition count of the input topics, which the worker must use (job-keyed
+    topics and the job table are co-partitioned).
 
     Raises ``BrokerUnreachable`` when the broker does not answer, ``TopicLayoutError`` when
     the input topics disagree on their partition count.
@@ -56,8 +60,11 @@ async def ensure_topics(settings: Settings, *, timeout_ms: int = 15_000) -> int:
                 "): job- and node-keyed topics must be co-partitioned; recreate them with "
                 "`faultline topics` and one FAULTLINE_TOPIC_PARTITIONS")
         parts = distinct.pop() if distinct else settings.topic_partitions
-        want = [NewTopic(settings.topic(n), parts, settings.topic_replication,
-                         topic_configs={"retention.ms": str(24 * 3600 * 1000)})
+        # sized like `faultline topics create`: min(3, brokers) replicas, min ISR min(2, r-1)
+        repl = T.auto_replication(settings.topic_replication, await T.broker_count(admin))
+        want = [NewTopic(settings.topic(n), parts, repl,
+                         topic_configs={"retention.ms": str(INTERNAL_RETENTION_MS),
+                                        "min.insync.replicas": str(T.min_insync(repl))})
                 for n in INTERNAL_TOPICS if settings.topic(n) not in have]
         if want:
             await admin.create_topics(want, timeout_ms=timeout_ms)

@@ -41,6 +41,14 @@ from .clock import TOLERANCE_MS, EventClock
 Offsets = Callable[[str, int], tuple[Optional[int], Optional[int]]]
 
 
+NEVER = -(1 << 62)
+ALWAYS = 1 << 62
+
+#: claims (events ahead of the fleet) kept per partition until time reaches them: the lowest
+#: ones; a source far ahead for good (23 h) keeps at most this many in memory per partition
+MAX_HELD_CLAIMS = 64
+
+
 def _no_offsets(topic: str, partition: int) -> tuple[Optional[int], Optional[int]]:
     return None, None
 
@@ -61,10 +69,16 @@ class Watermarks:
         self._expected: set[tuple[str, int]] = set()            # assigned input partitions
         self._workers: dict[str, tuple[int, bool, float]] = {}  # worker -> (wm, idle, wall time heard)
         self._covers: dict[str, frozenset[tuple[str, int]]] = {}  # worker -> partitions it covers
+        self._nows: dict[str, int] = {}                         # worker -> its EventClock.now
         self.universe = frozenset(universe) if universe is not None else None
         self.uncovered = 0      # value() calls that held time for an uncovered partition (stats)
         self.clock = EventClock(skew_tolerance_ms)
         self.skewed = 0         # events read whose ts did not move time (clock skew; stats)
+        self.skew_released = 0  # of those, events the fleet's time caught up with later
+        #: tp -> ts of events read ahead of the fleet's time and not credible yet (the
+        #: lowest MAX_HELD_CLAIMS per partition): they count once the fleet's time reaches them
+        self._claims: dict[tuple[str, int], list[int]] = {}
+        self.unread = 0         # value() calls held because assigned partitions were not read yet
         self._global = -(1 << 62)
         self._local_last = -(1 << 62)
 
@@ -93,14 +107,46 @@ class Watermarks:
                 lim = clock.fast_limit(now)
                 if not ok:
                     self.skewed += 1
+                    self._hold_claim((topic, partition), ts)
                     continue
             k = (topic, partition)
             if ts > hi.get(k, -(1 << 62)):
                 hi[k] = ts
         clock.now = now
+        if self._claims:
+            self._release_claims(hi)
         for (t, p), ts in hi.items():
             self.observe(t, p, ts)
         return hi
+
+    def _hold_claim(self, tp: tuple[str, int], ts: int) -> None:
+        held = self._claims.setdefault(tp, [])
+        held.append(ts)
+        if len(held) > 2 * MAX_HELD_CLAIMS:
+            held.sort()
+            del held[MAX_HELD_CLAIMS:]
+
+    def _release_claims(self, hi: dict[tuple[str, int], int]) -> None:
+        """Events read ahead of the fleet's time that it has caught up with since count now:
+        their partitions' maxima rise to them. Without this a partition whose last events
+        came early (a joining worker's first records set its clock behind them) kept its
+        time below them for good, and at the end of the input the worker held the fleet's
+        event time there: both workers idle, 208 events buffered, no incident (issue 14)."""
+        lim = self.clock.now + self.clock.tolerance_ms
+        for tp in list(self._claims):
+            held = self._claims[tp]
+            ok = [c for c in held if c <= lim]
+            if not ok:
+                continue
+            self.skew_released += len(ok)
+            top = max(ok)
+            if top > hi.get(tp, -(1 << 62)):
+                hi[tp] = top
+            rest = [c for c in held if c > lim]
+            if rest:
+                self._claims[tp] = rest
+            else:
+                del self._claims[tp]
 
     def observe(self, topic: str, partition: int, ts: int, offset: int = -1) -> None:
         p = self._parts.get((topic, partition))
@@ -135,6 +181,7 @@ class Watermarks:
         the local watermark restarts at the global one."""
         self._parts.clear()
         self._offs.clear()
+        self._claims.clear()
         self._expected = set()
         self._local_last = self._global
         self._held_since = None
@@ -221,10 +268,26 @@ class Watermarks:
         return sorted(tp for tp in set(self._parts) | set(self._offs) | self._expected if self.behind(*tp))
 
     def heard(self, worker: str, wm: int, idle: bool,
-              covers: Iterable[tuple[str, int]] | None = None) -> None:
+              covers: Iterable[tuple[str, int]] | None = None, now: int | None = None) -> None:
         self._workers[worker] = (wm, idle, time.monotonic())
         if covers is not None:
             self._covers[worker] = frozenset(covers)
+        if now is not None:
+            self._nows[worker] = now
+
+    def idle_until(self, me: str) -> int:
+        """When every worker is idle (``value``): the latest credible event time any live
+        worker has read (each one's ``EventClock.now``), the time ``Engine.finish`` would
+        release to. The watermark itself forgets what a worker read before a rebalance, and
+        the worker that took a fully read partition over knows no time for it: after a join
+        at the end of the input both workers were idle with 262 + 208 events still buffered
+        behind a watermark that could not reach them (issue 14)."""
+        t = self.clock.now
+        cut = time.monotonic() - self.worker_ttl_s
+        for w, (_, _, at) in self._workers.items():
+            if w != me and at >= cut:
+                t = max(t, self._nows.get(w, NEVER))
+        return t
 
     def value(self, me: str) -> tuple[int, bool]:
         """The global ``(watermark, every worker idle)``; the watermark never goes back."""
@@ -234,6 +297,12 @@ class Watermarks:
         mine = self.local()
         if mine is not None:
             vals.append(mine)
+        elif self._expected:
+            # input partitions are assigned here but this worker has no word of its own on
+            # them yet (nothing read, not known to be caught up): the others' ticks say
+            # nothing about them (a killed predecessor's may still look live): hold
+            self.unread += 1
+            return self._global, False
         if self.universe is not None:
             cov = set(self.covered())
             for w in live:
@@ -241,15 +310,17 @@ class Watermarks:
             if not self.universe <= cov:
                 self.uncovered += 1
                 return self._global, False
-        if vals:
-            g = min(v[0] for v in vals)
+        # an idle worker that has never seen an event (a worker that joined when its
+        # partitions had all been read) has nothing pending and no time of its own: it
+        # covers its partitions and counts as idle but does not hold the others' time at
+        # NEVER (it did: both workers idle, 208 events buffered, no incident; issue 14)
+        times = [v[0] for v in vals if not (v[1] and v[0] <= NEVER)]
+        if times:
+            g = min(times)
             if g > self._global:
                 self._global = g
         return self._global, bool(vals) and all(v[1] for v in vals)
 
-
-NEVER = -(1 << 62)
-ALWAYS = 1 << 62
 
 
 class RecoveryGate:
@@ -277,7 +348,9 @@ class RecoveryGate:
 
     A partition whose start offset already reaches its target is caught up at once. One
     whose position reached the target but whose processed offset stopped short of it for
-    ``stuck_s`` (an offset gap: compaction, transaction markers) counts as caught up too.
+    ``stuck_s`` (an offset gap: compaction, transaction markers) counts as caught up too,
+    unless some of its records below the target are still queued or unacked in this worker
+    (a busy job agent is not a gap: the worker checks that before ``check_positions``).
     """
 
     def __init__(self, *, stuck_s: float = 10.0, ts_topics: Iterable[str] = ()) -> None:
@@ -336,6 +409,22 @@ class RecoveryGate:
         target = self._targets[tp]
         if target is not None and offset + 1 >= target:
             self._release_caught_up()
+
+    def target(self, tp: tuple[str, int]) -> int | None:
+        """The end offset a gated partition must be re-read to (None: unknown, or not gated)."""
+        return self._targets.get(tp)
+
+    def history(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether a record of a gated partition lies below its target (or the target is not
+        known yet): it was written before this worker took the partition over. A tick read
+        there is some worker's old word, possibly a dead one's, that would claim coverage and
+        event time this worker has not re-read (issue 14: a crash-restarted worker evaluated a
+        job at its killed predecessor's watermark, before its own node side re-read the OOM)."""
+        tp = (topic, partition)
+        if tp not in self._targets:
+            return False
+        target = self._targets[tp]
+        return target is None or offset < target
 
     def check_positions(self, positions: dict[tuple[str, int], int | None]) -> None:
         """Fetch positions (aiokafka ``position()``): a partition fetched past its target

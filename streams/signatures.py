@@ -31,6 +31,8 @@ from typing import Any, Literal, Pattern
 
 from msgspec import Struct
 
+from ..schemas.names import canonical
+
 Role = Literal["cause", "weak", "symptom", "info"]
 SigSeverity = Literal["info", "warning", "critical"]
 
@@ -115,13 +117,21 @@ class _First:
         return self.g if i == 1 else None
 
 
+#: a Lustre target's name: <fsname>-OST<hex4> / -MDT<hex4> / -MGS
+_LUSTRE_TARGET = re.compile(r"\b([A-Za-z0-9_.]{1,32}?)-(?:OST|MDT)[0-9a-fA-F]{4}\b")
+#: extracted fields that name a node
+NODE_FIELDS = frozenset({"host", "failed_node"})
+
+
 def _groups(*names: str):
     def ex(m: re.Match[str], msg: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for i, n in enumerate(names, 1):
             v = m.group(i)
             if v is not None:
-                out[n] = int(v) if v.isdigit() else v
+                # a node a line names (srun's "<node>: task N", "Node <node> failed") is spelled
+                # like the events' nodes (schemas/names.py)
+                out[n] = int(v) if v.isdigit() else (canonical(v) if n in NODE_FIELDS else v)
         r = _RANK_RE.search(msg)
         if r and "rank" not in out:
             out["rank"] = int(r.group(1) or r.group(2))
@@ -230,8 +240,11 @@ _RULES: tuple[_Rule, ...] = (
           "storage", "storage_unavailable", "critical", "cause", _storage_err),
     _Rule("io_error", ("Input/output error", "Errno 5]", "I/O error", "Errno 110]"),
           r"Input/output error|\[Errno 5\]|I/O error|\[Errno 110\]", "storage", None, "warning", "symptom", _storage_err),
+    # the file system's name is the prefix of its targets' names (<fsname>-OST0007, <fsname>-MDT0000):
+    # "LustreError: 167-0: proj-OST0007-osc-ffff9a3c5e4d1800: This client was evicted by proj-OST0007"
     _Rule("lustre_evicted", ("LustreError", "was evicted by"), r"evicted by|LustreError", "storage",
-          "storage_unavailable", "critical", "cause", None),
+          "storage_unavailable", "critical", "cause",
+          lambda m, s: {"fsname": f.group(1)} if (f := _LUSTRE_TARGET.search(s)) else {}),
     # a peer rank gone: NCCL's remote error, or gloo's "RuntimeError: [./gloo/transport/tcp/pair.cc:598]
     # Connection closed by peer [127.0.0.1]:902" on the ranks a dead rank leaves behind
     _Rule("nccl_remote_error", ("ncclRemoteError", "remote process exited", "Got completion from peer",

@@ -46,6 +46,11 @@ from pathlib import Path
 import pytest
 
 from faultline.config import Settings
+# One Slurm cluster per test session for every module that asks for it: a module importing the
+# fixture itself gets its own session instance, and two of them started a second cluster on
+# the first one's state dir with new ports (slurm_up.sh then waited for a controller that
+# never answered: tests/test_deploy_slurm.py's setup timed out in the fresh-clone run).
+from peers import slurm_cluster  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parent.parent
 KAFKA_SH = ROOT / "infra" / "kafka" / "kafka.sh"
@@ -63,10 +68,10 @@ def pytest_collection_modifyitems(config, items):
 #: sink_group 60-250, faust_rebalance 61, judge 59, demo 52, api_attack 49, faust_broker 33):
 #: a long group handed out last would finish alone; the rest follow in file order
 LONGEST_FIRST = ("reliability", "slurm", "tests/test_streams_faust_integration.py", "tests/test_sink_group.py",
-                 "tests/test_streams_faust_rebalance.py", "tests/test_streams_judge.py", "tests/test_demo.py",
+                 "tests/test_streams_faust_rebalance.py", "tests/test_streams_judge.py", "tests/test_newcomer.py",
                  "tests/test_api_attack.py", "tests/test_streams_faust_broker.py")
 #: files besides tests/realjobs/ that start a Slurm cluster (tests/peers.py ``slurm_cluster``)
-SLURM_FILES = ("tests/test_collectors_slurm.py",)
+SLURM_FILES = ("tests/test_collectors_slurm.py", "tests/test_deploy_slurm.py")
 
 
 def xdist_group(nodeid: str) -> str:

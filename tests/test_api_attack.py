@@ -20,6 +20,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import orjson
 import pytest
@@ -299,6 +300,111 @@ def test_every_route_needs_the_token_and_faust_views_are_off(server):
     assert request(port, "/faultline/api/health")[0] == 200
     status, body, _, _ = sql(port, "SELECT 1 AS one")
     assert status == 200 and orjson.loads(body)["rows"] == [[1]]
+
+
+# ------------------------------------------------------------------ /fleet and /history
+def page_get(port: int, path: str, query: dict[str, str]) -> tuple[int, bytes, dict, float]:
+    return request(port, path + ("?" + urlencode(query) if query else ""))
+
+
+def raw_get(port: int, target: bytes, timeout: float = 30) -> tuple[int, bytes]:
+    """GET ``target`` as raw bytes (a request line http.client would refuse to send); status 0
+    when the server reset the connection instead of answering (it refused to read on)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+                      b"\r\nConnection: close\r\n\r\n")
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+    except ConnectionResetError:
+        return 0, b""
+    head, _, body = out.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def rows_of(body: bytes, cls: str) -> int:
+    return body.count(f'<tr class="{cls}"'.encode())
+
+
+#: page parameters that must be refused (400), each with the words the answer names it by
+BAD_PAGE_PARAMS = [
+    ("/fleet", {"live": "0"}, "live"), ("/fleet", {"live": "10081"}, "live"), ("/fleet", {"live": "-5"}, "live"),
+    ("/fleet", {"live": "1e3"}, "live"), ("/fleet", {"live": "9" * 400}, "live"), ("/fleet", {"live": "15 OR 1=1"}, "live"),
+    ("/fleet", {"refresh": "3601"}, "refresh"), ("/fleet", {"refresh": "x\u2603"}, "refresh"),
+    ("/history", {}, "give one of"), ("/history", {"node": "n07", "gpu": "n07/3"}, "give one of"),
+    ("/history", {"host": "n07"}, "give one of"), ("/history", {"node": "   "}, "give one of"),
+    ("/history", {"node": "n" * 201}, "at most 200"), ("/history", {"port": "\u00e9" * 201}, "at most 200"),
+]
+
+#: names that try to leave their SQL parameter: each must match nothing (the name is data)
+INJECTED_NAMES = ["n07' OR '1'='1", "n07') OR 1=1 --", "n07' UNION SELECT file('/proc/self/environ') --",
+                  "{name:String}", "n07\x00", "n07; DROP TABLE incidents", "\u00e9\u2603\U0001f525",
+                  "<script>alert(1)</script>", "%27%20OR%201=1"]
+
+
+def test_fleet_and_history_refuse_bad_parameters_and_leak_nothing(server):
+    port = server["port"]
+    for path, query, words in BAD_PAGE_PARAMS:
+        status, body, _, took = page_get(port, path, query)
+        assert status == 400 and words.encode() in body, (path, query, status, body[-300:])
+        no_secret(body)
+        assert took < REQUEST_TIMEOUT_S + 2, (path, query, took)
+    for path in ("/fleet", "/history?node=n07"):
+        for token in (None, "wrong", b"\xff\xfe-x"):
+            status, body, _, _ = request(port, path, token=token)
+            assert status == 401, (path, token, status)
+            no_secret(body)
+
+
+def test_history_names_are_data_never_sql_or_markup(server):
+    port = server["port"]
+    status, body, _, _ = page_get(port, "/history", {"node": "n07"})
+    assert status == 200 and rows_of(body, "incident") > 0 and rows_of(body, "alert") > 0, body[-500:]
+    for name in INJECTED_NAMES:
+        for kind in ("node", "gpu", "port"):
+            status, body, _, took = page_get(port, "/history", {kind: name})
+            assert status == 200, (kind, name, status, body[-300:])
+            assert rows_of(body, "incident") == rows_of(body, "alert") == rows_of(body, "finding") == 0, (kind, name)
+            assert b"<script>" not in body and took < REQUEST_TIMEOUT_S + 2, (kind, name, took)
+            no_secret(body)
+    status, body, _, _ = sql(port, "SELECT count() AS n FROM incidents FINAL")
+    assert status == 200 and orjson.loads(body)["rows"] == [[server["n_incidents"]]]
+
+
+def test_huge_malformed_and_slow_page_requests_are_bounded(server):
+    port = server["port"]
+    status, body = raw_get(port, b"/history?node=" + b"x" * 100_000)   # over aiohttp's 8,190-byte line
+    assert status in (0, 400, 414) and len(body) < 10_000, (status, body[:200])
+    status, body = raw_get(port, b"/history?" + b"&".join(b"node=n%d" % i for i in range(600)))
+    assert status == 200 and rows_of(body, "incident") == 0, status     # 600 repeats: one name (the last)
+    status, body = raw_get(port, b"/history?node=%FF%FE%00")            # not UTF-8
+    assert status in (200, 400) and rows_of(body, "incident") == 0, (status, body[-300:])
+    no_secret(body)
+    idle = []   # slow clients: 20 connections that never finish their request line hold nothing up
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET /fleet?live=")
+        idle.append(s)
+    try:
+        status, body, _, took = page_get(port, "/fleet", {"live": str(7 * 24 * 60)})   # the widest window allowed
+        assert status == 200 and took < REQUEST_TIMEOUT_S + 2 and len(body) < 2_000_000, (status, took, len(body))
+        assert body.count(b'class="alert"') <= 100
+        no_secret(body)
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_backslash_in_a_parameter_is_taken_literally(server):
+    """chDB reads a parameter's text as TSV-escaped: unescaped, "\\x41" matched "A" and "a\\"
+    answered the page with 503 "store unavailable" (sinks/store.py _escaped fixes it)."""
+    port = server["port"]
+    for v in ("a\\", "\\x41", "x\\'", "\\N", "a\tb"):
+        status, body, _, _ = sql(port, "SELECT {v:String} AS v", params={"v": v})
+        assert status == 200 and orjson.loads(body)["rows"] == [[v]], (v, status, body[:300])
+    status, body, _, _ = page_get(port, "/history", {"node": "n07\\"})
+    assert status == 200 and rows_of(body, "incident") == 0, (status, body[-300:])
 
 
 def fl(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

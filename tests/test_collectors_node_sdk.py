@@ -128,19 +128,6 @@ def test_lightning_hooks_wrap_save_checkpoint(tmp_path):
     assert "No space left" in rec.calls[-1][1][2]
 
 
-def test_real_hf_callback_class():
-    pytest.importorskip("transformers", reason="optional: transformers not installed")
-    from faultline.integrations.hf import FaultlineCallback
-    from transformers import TrainerCallback
-
-    assert isinstance(FaultlineCallback(Rec()), TrainerCallback)
-
-
-def test_real_lightning_callback_class():
-    try:
-        import lightning.pytorch as L  # noqa: F401
-    except ImportError:
-        pytest.importorskip("pytorch_lightning", reason="optional: lightning not installed")
-    from faultline.integrations.lightning import FaultlineCallback
-
-    assert FaultlineCallback(Rec()) is not None
+# The callbacks against the real libraries (a real HF Trainer.train() and a real Lightning
+# Trainer.fit() reporting to a real broker) run under /usr/bin/python3 with Debian's torch:
+# tests/realjobs/test_integrations_real.py (the venv has no torch).

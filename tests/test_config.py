@@ -146,3 +146,61 @@ def test_settle_is_an_optional_integer_setting_the_engine_reads():
     assert EngineConfig.from_settings(replace(unset, extra={"settle_ms": 15000})).correlate.settle_ms == 15000
     with pytest.raises(config.ConfigError, match="settle_ms must be an integer"):
         config.load(env={"FAULTLINE_SETTLE_MS": "soon"})
+
+
+SECRETS = {"kafka_sasl_password": "SASL-f1le", "api_token": "TOK-f1le",
+           "clickhouse_url": "http://fl:CH-f1le@ch.local:8123/fl"}
+NOTIFY_SECRETS = {"webhook_url": "https://hooks.slack.com/services/T0/B0/HOOK-f1le", "webhook_token": "WHTOK-f1le"}
+
+
+def _secret_toml(tmp_path) -> "Path":
+    lines = ["[faultline]", 'kafka_sasl_username = "fl"']
+    for name, value in SECRETS.items():
+        (tmp_path / name).write_text(value + "\n")
+        lines.append(f'{name}_file = "{tmp_path / name}"')
+    lines.append("[faultline.notify]")
+    for name, value in NOTIFY_SECRETS.items():
+        (tmp_path / name).write_text(value)
+        lines.append(f'{name}_file = "{tmp_path / name}"')
+    cfg = tmp_path / "faultline.toml"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
+
+
+def test_every_secret_can_come_from_a_file_named_in_the_toml(tmp_path, monkeypatch):
+    """``<name>_file`` in the TOML file (top level and [faultline.notify]) reads the value from
+    that file; it is a Secret: never in repr() nor masked(); the environment still wins, and
+    then the TOML's file is not even read."""
+    from faultline.notify.config import NotifySettings
+
+    monkeypatch.chdir(tmp_path)
+    cfg = _secret_toml(tmp_path)
+    s = config.load(cfg, env={})
+    assert {k: getattr(s, k) for k in SECRETS} == SECRETS and s.extra == {"notify": NOTIFY_SECRETS}
+    n = NotifySettings.from_settings(s, env={})
+    assert (n.webhook_url, n.webhook_token) == tuple(NOTIFY_SECRETS.values())
+    shown = repr(s) + orjson.dumps(s.masked()).decode() + str(n.masked())
+    for secret in ("f1le", *SECRETS.values(), *NOTIFY_SECRETS.values()):
+        assert secret not in shown, secret
+    assert s.masked()["kafka_sasl_password"] == s.masked()["extra"]["notify"]["webhook_url"] == "***"
+    (tmp_path / "api_token").unlink()   # the environment wins: the TOML's file is not read
+    assert config.load(cfg, env={"FAULTLINE_API_TOKEN": "from-env"}).api_token == "from-env"
+    with pytest.raises(ConfigError, match=r"api_token_file: cannot read .*api_token"):
+        config.load(cfg, env={})
+    (tmp_path / "api_token").write_text(" \n")
+    with pytest.raises(ConfigError, match="api_token_file: .* is empty"):
+        config.load(cfg, env={})
+    cfg.write_text(f'api_token = "inline"\napi_token_file = "{tmp_path / "api_token"}"\n')
+    with pytest.raises(ConfigError, match="both api_token and api_token_file are set"):
+        config.load(cfg, env={})
+
+
+def test_cli_shows_a_secret_from_a_toml_file_as_set_and_never_its_value(tmp_path):
+    cfg = _secret_toml(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "faultline.cli", "--config", str(cfg), "config"],
+                       env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "f1le" not in p.stdout + p.stderr
+    out = orjson.loads(p.stdout)
+    assert [out[k] for k in SECRETS] == ["***"] * 3 and out["kafka_sasl_username"] == "fl"
+    assert out["extra"]["notify"] == {"webhook_url": "***", "webhook_token": "***"}

@@ -337,10 +337,20 @@ class _Consumer:
 
     def __init__(self) -> None:
         self._acked, self._committed_offset, self._unacked_messages = {}, {}, set()
-        self.seeks = []
+        self.seeks, self.revoked = [], set()
+        self.hw = {}                     # tp -> high-water mark of its last fetch
+
+    def assignment(self):
+        return set(self._committed_offset) | set(self._acked)
+
+    def highwater(self, tp):
+        return self.hw.get(tp)
 
     async def faultline_refetch(self, tp, offset):
+        if tp in self.revoked:
+            return False
         self.seeks.append((tp, offset))
+        return True
 
 
 class _App:
@@ -356,6 +366,12 @@ class _App:
             recovery = _Rec
         self.tables = _Tables
 
+        class _Topics:
+            @staticmethod
+            def acks_enabled_for(topic):
+                return not topic.endswith("-changelog")
+        self.topics = _Topics
+
 
 async def test_commit_watch_refetches_a_partition_whose_commit_a_gap_holds():
     from faultline.streams.agents import CommitWatch, RateLimitedLog, Stats
@@ -366,7 +382,8 @@ async def test_commit_watch_refetches_a_partition_whose_commit_a_gap_holds():
     c._committed_offset.update({stuck: 100, slow: 50, fine: 10})
     c._acked.update({stuck: [195, 196], slow: [60], fine: [10, 11]})
     feed.items.append(Msg("t.net", 1, 55, tp=slow))       # still queued below the gap: not stuck
-    w = CommitWatch(app, feed, RateLimitedLog(logging.getLogger("t.commitwatch")), stats, after_s=20)
+    w = CommitWatch(app, feed, RateLimitedLog(logging.getLogger("t.commitwatch")), stats, after_s=20,
+                    drift_every_s=1e9)
     assert await w.check(now=1000.0) == [] and c.seeks == []
     assert await w.check(now=1019.0) == []                 # not long enough yet
     assert await w.check(now=1021.0) == [stuck] and c.seeks == [(stuck, 100)] and stats.reseeks == 1
@@ -378,23 +395,73 @@ async def test_commit_watch_refetches_a_partition_whose_commit_a_gap_holds():
     app.rebalancing = True                                 # no verdict while a rebalance runs
     c._committed_offset[fine], c._acked[fine] = 10, [30]
     assert await w.check(now=1200.0) == [] and await w.check(now=1300.0) == []
+    app.rebalancing = False                                # revoked between the test and the seek:
+    c.revoked.add(fine)                                    # nothing seeked, nothing counted
+    c._acked[slow] = []
+    assert await w.check(now=1400.0) == [] and await w.check(now=1500.0) == [] and stats.reseeks == 2
+
+
+async def test_commit_watch_refetches_records_fetched_but_never_acked():
+    """Records after the committed offset, none acked, none in flight: fetched and dropped
+    without an ack (Faust's getmany drops what arrives for a partition that is not active,
+    and aiokafka's position has moved past it). With no record following there is no head
+    gap, and nothing would fetch them again: the group's commit stayed thousands of offsets
+    behind on idle partitions in the rebalance trials. A changelog partition (no acks) and
+    a partition still catching up (records in flight) are left alone."""
+    from faultline.streams.agents import CommitWatch, RateLimitedLog, Stats
+
+    app, feed, stats = _App(), RawFeed(maxsize=10), Stats()
+    dropped, done, reading, log = TP("t.gpu", 0), TP("t.gpu", 1), TP("t.net", 0), TP("t-nodes-changelog", 0)
+    c = app.consumer
+    c._committed_offset.update({dropped: 300, done: 500, reading: 10, log: None})
+    c.hw.update({dropped: 2700, done: 500, reading: 90, log: 64})
+    feed.items.append(Msg("t.net", 0, 40, tp=reading))
+    w = CommitWatch(app, feed, RateLimitedLog(logging.getLogger("t.commitwatch")), stats, after_s=5,
+                    drift_every_s=1e9)
+    assert await w.check(now=100.0) == [] and await w.check(now=103.0) == []
+    assert await w.check(now=106.0) == [dropped] and c.seeks == [(dropped, 300)] and stats.reseeks == 1
+    c._committed_offset[dropped] = 2700                   # re-read, acked and committed
+    assert await w.check(now=120.0) == [] and c.seeks == [(dropped, 300)]
 
 
 async def test_refetch_goes_through_the_consumer_thread(app):
-    """CommitWatch's re-fetch seeks with ``seek_wait`` (run on aiokafka's own thread and
-    loop; Faust's ``seek`` calls aiokafka from the caller's thread, racing a fetch in flight
-    there)."""
+    """CommitWatch's re-fetch tests the assignment and seeks in one call on aiokafka's own
+    thread and loop (Faust's ``seek`` calls aiokafka from the caller's thread, racing a fetch
+    in flight there), and leaves a partition revoked meantime alone (aiokafka's ``seek`` on
+    it raises IllegalStateError: that crashed a worker in a two-worker run)."""
     consumer = app.consumer
-    a = TP("t.gpu", 0)
-    calls = []
+    a, gone = TP("t.gpu", 0), TP("t.gpu", 1)
 
-    async def seek_wait(partitions):
-        calls.append(dict(partitions))
+    class _Kafka:
+        def __init__(self):
+            self.seeks = []
 
-    consumer.seek_wait = seek_wait
+        def assignment(self):
+            return {a}
+
+        def seek(self, tp, offset):
+            if tp not in self.assignment():
+                raise AssertionError("seek on an unassigned partition")
+            self.seeks.append((tp, offset))
+
+    class _Thread:
+        def __init__(self):
+            self.kafka, self.calls = _Kafka(), 0
+
+        def _ensure_consumer(self):
+            return self.kafka
+
+        async def call_thread(self, fun, *args):
+            self.calls += 1
+            return fun(*args)
+
+    thread = _Thread()
+    consumer._thread = thread
     consumer._seek = None                     # the thread-unsafe path must not be taken
-    await consumer.faultline_refetch(a, 17)
-    assert calls == [{a: 17}]
+    assert await consumer.faultline_refetch(a, 17) is True
+    assert thread.kafka.seeks == [(a, 17)] and consumer._read_offset[a] == 17 and thread.calls == 1
+    assert await consumer.faultline_refetch(gone, 5) is False
+    assert thread.kafka.seeks == [(a, 17)] and gone not in consumer._read_offset
 
 
 async def test_a_refused_commit_is_not_recorded_as_done(app, monkeypatch):
@@ -423,3 +490,173 @@ async def test_a_refused_commit_is_not_recorded_as_done(app, monkeypatch):
     assert consumer._committed_offset[tp] == 100 and sorted(consumer._acked[tp]) == list(range(100, 110))
     assert await consumer.force_commit() is True
     assert answers == [{tp: 110}, {tp: 110}] and consumer._committed_offset[tp] == 110
+
+
+async def test_a_commit_across_a_rebalance_takes_the_brokers_offset(app, monkeypatch):
+    """A rebalance while a commit is in flight: the assignment's seek set the committed
+    offsets from the broker, and Faust's update after the commit overwrote them with offsets
+    the request never carried (the partition was not assigned when it went out). Left so,
+    the partition never commits below that offset again and the group's commit stays behind
+    wherever no record follows. The wrapper reads the committed offset back from the broker
+    (and drops a partition revoked for good)."""
+    consumer = app.consumer
+    kept, moved = TP("t.gpu", 0), TP("t.gpu", 1)
+    assigned = {kept, moved}
+    monkeypatch.setattr(consumer, "assignment", lambda: set(assigned))
+    for tp in (kept, moved):
+        consumer._committed_offset[tp] = 100
+        consumer._acked[tp] = list(range(100, 110))
+        consumer._acked_index[tp] = set(range(100, 110))
+    broker = {kept: 100}
+
+    async def _commit(offsets):                 # the rebalance lands before the request goes out
+        app.consumer_generation_id += 1
+        assigned.discard(moved)
+        consumer._committed_offset[kept] = broker[kept]     # the assignment's seek
+        return True                             # an empty request "succeeds"
+
+    class _Thread:
+        def _ensure_consumer(self):
+            class _K:
+                @staticmethod
+                def committed(tp):
+                    return broker.get(tp)
+            return _K
+
+        async def call_thread(self, fun, *args):
+            return fun(*args)
+
+    monkeypatch.setattr(consumer, "_commit", _commit)
+    consumer._thread = _Thread()
+
+    async def flush():
+        return None
+    monkeypatch.setattr(app.producer, "flush", flush)
+    await consumer.force_commit()
+    assert consumer._committed_offset[kept] == 100      # the broker's, not the 110 never sent
+    assert moved not in consumer._committed_offset
+    assert consumer._faultline_resynced_commits == 1
+
+
+async def test_commit_watch_refetches_an_idle_partition_whose_group_commit_is_behind():
+    """A commit recorded as done that never reached the broker: the consumer holds 110 as
+    committed, the group 100, nothing acked since. Faust never commits at or below its own
+    committed offset, so with no record following, the group's commit stays at 100 (a
+    restarted worker reads 100..109 again; the rebalance gate saw it as lag). CommitWatch
+    compares the idle partitions with the broker every ``drift_every_s`` and fetches a
+    drifted one again from the group's offset."""
+    from faultline.streams.agents import CommitWatch, RateLimitedLog, Stats
+
+    app, feed, stats = _App(), RawFeed(maxsize=10), Stats()
+    drifted, fine, busy = TP("t.gpu", 0), TP("t.gpu", 1), TP("t.gpu", 2)
+    c = app.consumer
+    c._committed_offset.update({drifted: 110, fine: 50, busy: 70})
+    c._acked.update({busy: [72]})                      # acked, not committed yet: not idle
+    broker = {drifted: 100, fine: 50, busy: 60}
+    asked = []
+    c.assignment = lambda: {drifted, fine, busy}
+
+    class _Thread:
+        def _ensure_consumer(self):
+            class _K:
+                @staticmethod
+                def committed(tp):
+                    asked.append(tp)
+                    return broker[tp]
+            return _K
+
+        async def call_thread(self, fun, *args):
+            return fun(*args)
+
+    c._thread = _Thread()
+    w = CommitWatch(app, feed, RateLimitedLog(logging.getLogger("t.commitwatch")), stats, after_s=1e9,
+                    drift_every_s=10)
+    assert await w.check(now=1000.0) == [] and asked == []      # the first round only starts the clock
+    assert await w.check(now=1005.0) == []
+    assert await w.check(now=1011.0) == [drifted]
+    assert sorted(asked) == [drifted, fine]                     # the busy one was not asked
+    assert c.seeks == [(drifted, 100)] and c._committed_offset[drifted] == 100 and stats.drifted == 1
+    assert await w.check(now=1022.0) == [] and stats.drifted == 1   # healed: nothing drifts now
+
+
+async def test_recovery_seeks_a_standby_without_an_offset_to_the_beginning(app):
+    """A standby changelog partition added after recovery built its offsets has None there;
+    Faust handed it to aiokafka's seek, which raised ``ValueError: Offset must be a positive
+    integer`` and crashed a worker after several rebalances in a row. Patched (create_app):
+    unknown offsets read from the beginning, known ones are kept."""
+    from collections import Counter
+
+    from faust.tables.recovery import Recovery
+
+    assert getattr(Recovery, "_faultline_seek_patched", False)
+    a, b, c = TP("x-changelog", 0), TP("x-changelog", 1), TP("x-changelog", 2)
+    seeks = []
+
+    class _C:
+        async def seek_wait(self, offsets):
+            seeks.append(dict(offsets))
+
+    offsets = Counter({b: -1, c: 41})
+    offsets[a] = None
+    await Recovery._seek_offsets(app.tables.recovery, _C(), {a, b, c}, offsets, "standby")
+    assert seeks == [{a: 0, b: 0, c: 41}]
+
+
+async def test_fast_drain_leaves_a_jump_in_offsets_as_a_hole(app):
+    """faultline's topics are delete-only and not transactional: a jump in the delivered
+    offsets is records that exist and were skipped (dropped by getmany while the partition
+    was not active). Faust's drain marks it as a gap the commit passes over; here it stays a
+    hole (CommitWatch fetches it again), so nothing unprocessed is committed."""
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+    app.topics.acks_enabled_for = lambda topic: True
+
+    class Fetcher:
+        _stopped = asyncio.Event()
+
+    delivered = []
+
+    async def callback(message):
+        delivered.append(message.offset)
+
+    async def getmany(timeout):
+        for off in (10, 11, 15):
+            m = Msg("t.gpu", 0, off, tp=tp)
+            m.generation_id = 7
+            yield tp, m
+        Fetcher._stopped.set()
+
+    consumer.callback, consumer.getmany = callback, getmany
+    app.consumer_generation_id = 7
+    app.flow_control.resume()
+    consumer.suspend_flow.clear()
+    await asyncio.wait_for(consumer._drain_messages(Fetcher()), 5)
+    assert delivered == [10, 11, 15] and consumer._read_offset[tp] == 15
+    assert not consumer._gap.get(tp)
+
+
+def test_repeated_acked_offsets_do_not_stall_the_commit(app):
+    """A record acked again after a re-fetch (or a gap range filled over acked offsets)
+    repeats an offset in the acked list; Faust commits the first run of consecutive offsets,
+    which a repeat ends: one offset per commit interval. Without repeats, the whole run."""
+    consumer = app.consumer
+    tp = TP("t.gpu", 0)
+    consumer._committed_offset[tp] = 100
+    consumer._acked[tp] = [100, 100, 101, 102, 102, 103]
+    consumer._acked_index[tp] = {100, 101, 102, 103}
+    assert consumer._new_offset(tp) == 104 and consumer._acked[tp] == []
+
+
+async def test_a_rebalance_forgets_the_event_ids_seen(tmp_path):
+    """On revoke the node state is dropped and comes back from the changelog as its last
+    owner left it, which may be before records this worker saw in an earlier generation (a
+    killed owner had not re-read so far). The "seen" ids must go with the state: a record the
+    restored state lacks was skipped as a duplicate (a rebalance trial: a GPU's last sample
+    missing, its loss reported 10 s late)."""
+    from faultline.streams.agents import install
+
+    app = create_app(load(), install=False, datadir=tmp_path / "faust")
+    w = install(app, load())
+    assert w.node.dedup.fresh("ev-1") and not w.node.dedup.fresh("ev-1")
+    await asyncio.wait_for(w.on_revoked(), 10)
+    assert w.node.dedup.fresh("ev-1")

@@ -1,5 +1,6 @@
 """Findings through the real Engine (detectors + correlation -> incidents -> findings):
-``FindingsRunner`` and ``faultline findings --from FILE``."""
+``FindingsRunner`` (the CLI's ``findings --from`` vs ``ingest`` + ``findings``:
+tests/test_cli_findings.py)."""
 
 from __future__ import annotations
 
@@ -109,50 +110,3 @@ def test_engine_version_drift_before_failure():
     jobs_with_n03 = {e["job"] for e in evs if e["kind"] == "sched.job" and "n03" in e["data"]["nodes"]
                      and len(e["data"]["nodes"]) > 1}
     assert {f.subject[4:] for f in drift} == jobs_with_n03
-
-
-def test_findings_land_in_store_and_cli_lists_them(tmp_path):
-    """Findings written through the sink (same id re-emitted -> one row) and listed by
-    ``faultline findings --store PATH --json``, equal to ``--from FILE`` on the same events."""
-    import subprocess
-    import sys
-
-    evs = engine_fleet(1)
-    src = tmp_path / "events.jsonl"
-    src.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in evs))
-    store_dir = tmp_path / "store"
-    code = f"""
-import orjson, sys
-from faultline.sinks.store import open_store
-from faultline.sinks.writer import SinkWriter
-from faultline.streams.findings import FindingsRunner
-r = FindingsRunner()
-out = []
-for line in open({str(src)!r}, 'rb'):
-    out.extend(r.process([line]))
-out.extend(r.finish())
-st = open_store(path={str(store_dir)!r})
-w = SinkWriter(st)
-n = 0
-for o in out:
-    if type(o).__name__ == 'Finding':
-        w.add_finding(o); n += 1
-w.flush(); st.close()
-print(n)
-"""
-    env_py = sys.executable
-    res = subprocess.run([env_py, "-c", code], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    emitted = int(res.stdout.strip().splitlines()[-1])
-    listed = subprocess.run([env_py, "-m", "faultline.cli", "findings", "--store", str(store_dir), "--json", "--limit", "1000"],
-                            capture_output=True, timeout=120)
-    assert listed.returncode == 0, listed.stderr
-    rows = [orjson.loads(ln) for ln in listed.stdout.splitlines() if ln.strip()]
-    offline = subprocess.run([env_py, "-m", "faultline.cli", "findings", "--from", str(src), "--json", "--limit", "1000"],
-                             capture_output=True, timeout=120)
-    assert offline.returncode == 0, offline.stderr
-    off = [orjson.loads(ln) for ln in offline.stdout.splitlines() if ln.strip()]
-    assert rows and emitted > len(rows)  # re-emissions collapsed to one row per id
-    assert len({r["id"] for r in rows}) == len(rows)
-    assert {(r["id"], r["count"]) for r in rows} == {(r["id"], r["count"]) for r in off}
-    assert any(r["subject"] == "node:n07" and r["kind"] == "repeat_offender" for r in rows)

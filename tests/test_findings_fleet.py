@@ -280,10 +280,23 @@ def test_findings_idempotent_and_state_roundtrip():
     snap = tr1.snapshot(now)
     assert {f.id for f in snap} == {f.id for f in tr1.snapshot(now)}
     assert tr1.evaluate(now) == []  # nothing new at the same time: no re-emission
-    # one id per (kind, dimension, subject, window bucket); same subject+window -> same id
-    ids = {(f.kind, f.dimension, f.subject, f.window_end - f.window_start, f.window_end // (f.window_end - f.window_start)): f.id
-           for f in found1}
-    assert len(set(ids.values())) == len(ids)
+    # one finding per subject and window: an id belongs to one (kind, dimension, subject,
+    # window) series, and a series keeps its id while it stays significant (later windows
+    # are revisions of it, with later ts); a new id only after a gap longer than the window
+    series: dict[str, set] = {}
+    for f in found1:
+        series.setdefault(f.id, set()).add((f.kind, f.dimension, f.subject, f.window_end - f.window_start))
+    assert all(len(s) == 1 for s in series.values()), series
+    by_series: dict[tuple, list] = {}
+    for f in found1:
+        by_series.setdefault(next(iter(series[f.id])), []).append(f)
+    assert any(len(fs) > 1 and len({f.id for f in fs}) == 1 for fs in by_series.values())  # revisions
+    for fs in by_series.values():
+        fs.sort(key=lambda f: f.ts)
+        for a, b in zip(fs, fs[1:]):
+            assert b.ts > a.ts
+            if b.id != a.id:  # a new episode: the series was not significant for a whole window
+                assert b.window_start > a.window_end, (a, b)
     # the state survives dump/load (Faust changelog table) and gives the same answers
     tr3 = FindingsTracker.load(tr1.dump())
     assert [(f.id, f.count, f.score) for f in tr3.snapshot(now)] == [(f.id, f.count, f.score) for f in snap]

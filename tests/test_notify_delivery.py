@@ -21,8 +21,8 @@ import asyncio
 import base64
 import os
 import shutil
-import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -33,12 +33,13 @@ from aiohttp import web
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from conftest import free_port
+from helpers_proc import stop_process
 from faultline.config import Settings
 from faultline.notify.config import NotifySettings
 from faultline.notify.mapping import incident_closed
 from faultline.notify.service import Notifier, notify_group_id
 from faultline.producers.publish import Publisher
-from faultline.producers.simulate import simulate
+from faultline.producers.simulate import DEFAULT_START_MS, simulate
 from faultline.schemas.bounds import encode_output
 from faultline.schemas.codec import now_ms
 from faultline.schemas.outputs import Incident
@@ -60,7 +61,8 @@ def outputs() -> tuple[list, list]:
     """The engine's alerts/incidents for gpu-xid79: (before the retry closes the incident, the rest)."""
     now = now_ms()
     start = (now - 40 * 60_000) // 60_000 * 60_000
-    lines, _ = simulate("gpu-xid79", seed=1, nodes=4, hours=1.0, start_ms=start)
+    lines, _ = simulate("gpu-xid79", seed=1, nodes=4, hours=1.0, start_ms=start,
+                         day_start_ms=DEFAULT_START_MS)  # the same story at any hour (job arrivals follow the day)
     eng = Engine(EngineConfig.from_settings(Settings()))
     outs = list(eng.process(lines)) + list(eng.finish() or [])
     cut = next(i for i, o in enumerate(outs) if isinstance(o, Incident) and incident_closed(o))
@@ -144,13 +146,20 @@ def alertmanager(tmp_path):
             time.sleep(0.2)
         yield base
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop_process(proc, log=log)
+
+
+def test_stop_process_kills_what_ignores_sigterm_and_returns_its_output(tmp_path):
+    """The helper the Alertmanager fixture stops it with (tests/helpers_proc.py)."""
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "up\n"
+    t0 = time.monotonic()
+    assert stop_process(p, timeout=0.5) == "" and p.returncode == -9 and time.monotonic() - t0 < 5
+    log = open(tmp_path / "child.log", "w+")
+    p = subprocess.Popen([sys.executable, "-c", "print('bye')"], stdout=log)
+    p.wait(30)   # already gone: only reaped, its log still read
+    assert stop_process(p, log=log) == "bye\n" and p.returncode == 0 and log.closed
 
 
 def am_alerts(base: str) -> list[dict]:

@@ -14,7 +14,7 @@ from faultline.notify.config import NotifySettings, where
 from faultline.notify.mapping import (AlertBook, AmAlert, alertname, apply_all, incident_closed, iso)
 from faultline.notify.payloads import am_bodies, webhook_body
 from faultline.notify.transport import backoff
-from faultline.producers.simulate import simulate
+from faultline.producers.simulate import DEFAULT_START_MS, simulate
 from faultline.schemas.codec import now_ms
 from faultline.schemas.outputs import Alert, Incident
 from faultline.streams.engine import Engine, EngineConfig
@@ -28,7 +28,8 @@ def outputs() -> tuple[int, list]:
     """(now, the engine's alerts and incidents in emission order) for a fault ~20 min ago."""
     now = now_ms()
     start = (now - 40 * 60_000) // 60_000 * 60_000
-    lines, truth = simulate("gpu-xid79", seed=1, nodes=4, hours=1.0, start_ms=start)
+    lines, truth = simulate("gpu-xid79", seed=1, nodes=4, hours=1.0, start_ms=start,
+                         day_start_ms=DEFAULT_START_MS)  # the same story at any hour (job arrivals follow the day)
     assert truth["interruptions"][0]["component"] == "gpu:gpu-004/6"
     eng = Engine(EngineConfig.from_settings(Settings()))
     outs = list(eng.process(lines)) + list(eng.finish() or [])

@@ -110,3 +110,17 @@ def test_seed7_xid31_outranks_the_older_port_flap_and_one_confidence_everywhere(
     assert f'gpu:gpu-003/1</b> ({pct})' in page
     first_row = page[page.index("<h2>Hypotheses</h2>"):].split("</tr>")[1]
     assert "gpu:gpu-003/1" in first_row and f"<td>{pct}</td>" in first_row, first_row
+
+
+def test_shown_confidences_are_calibrated_probabilities():
+    """streams/rules/ranking.py: the root shows CAL_FLOOR..CAL_CEIL by its weight, the alternatives
+    share the rest by weight; the list never rises and adds up to about 1."""
+    from faultline.streams.rules import ranking
+
+    assert ranking.root_confidence(0.0) == ranking.CAL_FLOOR and ranking.root_confidence(1.0) == ranking.CAL_CEIL
+    assert ranking.root_confidence(0.3) < ranking.root_confidence(0.7)          # the order of the weights is kept
+    ranked = co.rank([_cand("a", "1", 0.75, 1), _cand("b", "2", 0.74, 2), _cand("c", "3", 0.25, 3)])
+    shown = ranking.shown_confidences(ranked)
+    assert shown[0] == ranking.root_confidence(0.75) and shown == sorted(shown, reverse=True), shown
+    assert shown[1] > shown[2] and abs(sum(shown) - 1.0) <= 0.02, shown
+    assert ranking.shown_confidences([]) == []

@@ -127,3 +127,18 @@ def test_replay_reports_unreachable_broker(faultline_env):
                        env=env, capture_output=True, timeout=60)
     assert p.returncode == 2
     assert b"make kafka-up" in p.stderr
+
+
+def test_job_scope_keeps_every_port_of_the_jobs_switches():
+    """A leaf's uplink down is a network_link alternative of a job behind that leaf (the live
+    worker weighs it), so a one-job replay keeps every port event of the switches the job's
+    nodes link to, and no other switch's."""
+    from faultline.producers.replay import JobScope
+
+    scope = JobScope("j1")
+    scope.learn({"kind": "sched.job", "job": "j1", "ts": 1, "data": {"nodes": ["n1"]}})
+    scope.learn_topology({"kind": "inventory.topology", "node": "n1",
+                          "data": {"links": [{"switch": "leaf1", "port": "Eth1/2"}]}})
+    uplink = {"kind": "net.port", "node": None, "data": {"device": "leaf1", "port": "Eth1/33"}}
+    other = {"kind": "net.port", "node": None, "data": {"device": "leaf9", "port": "Eth1/33"}}
+    assert scope.keeps(uplink) and not scope.keeps(other)

@@ -6,7 +6,9 @@ import hashlib
 import subprocess
 import sys
 
-from faultline.producers.simulate import Delivery, Intervals, Simulation
+from faultline.producers.simulate import DEFAULT_START_MS, Delivery, Intervals, Simulation, simulate
+
+HOUR = 3_600_000
 
 FAST = Intervals(gpu=60, hw=300, net_port=120, net_rdma=120, storage=120, mount=900)
 
@@ -55,3 +57,22 @@ def test_cli_is_deterministic_across_processes(tmp_path):
         assert p.returncode == 0, p.stderr
         outs.append((hashlib.sha256(out.read_bytes()).hexdigest(), lab.read_bytes()))
     assert outs[0] == outs[1]
+
+
+def _story(start_ms: int, **kw) -> list[tuple]:
+    """The interruptions' shape, with times relative to the start."""
+    _, labels = simulate("gpu-xid79", seed=1, nodes=4, hours=1.0, start_ms=start_ms, **kw)
+    return [(i["job"], i["component"], i["category"], i["failure_ts"] - start_ms) for i in labels["interruptions"]]
+
+
+def test_day_start_pins_the_story_at_any_hour():
+    """Job arrivals follow the UTC day, so the same seed at another hour is another story
+    (a test asserting one story, started from the wall clock, broke at 08:49 UTC); with
+    ``day_start_ms`` the arrival process reads a fixed time of day and the story is one."""
+    day = 1_796_169_600_000  # 2026-12-02 00:00 UTC
+    starts = [day + h * HOUR for h in (0, 3, 8, 13, 19)]
+    free = {tuple(_story(s)) for s in starts}
+    assert len(free) > 1, "the arrival process no longer follows the day: this test proves nothing"
+    pinned = {tuple(_story(s, day_start_ms=DEFAULT_START_MS)) for s in starts}
+    assert len(pinned) == 1
+    assert pinned == {tuple(_story(DEFAULT_START_MS))}

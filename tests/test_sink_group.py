@@ -79,18 +79,12 @@ def all_incidents(settings) -> list:
 
 
 @pytest.mark.slow
-# non-strict: an open liveness bug of the analysis side, not of the sink (an XPASS shows in -ra)
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 14, open: two analysis workers started together sometimes emit no incident at all within "
-    "180 s (event time held after their first rebalances; failed in 1 of 2 fresh-clone runs and 3 "
-    "local runs in session 4, passed in the others); what the sink stores is not in question "
-    "(test_worker_with_sink_and_a_joining_worker_store_everything); docs/reliability.md"))
 def test_two_workers_one_sink_store_everything_once(fsettings, sim_lines, tmp_path):
     asyncio.run(ensure_topics(fsettings))
     group = sink_group_id(fsettings, APP)
     with SinkProcess(fsettings, tmp_path / "sink", app_id=APP) as sink:
-        with WorkerProcess(fsettings, tmp_path / "a", app_id=APP) as a, \
-                WorkerProcess(fsettings, tmp_path / "b", app_id=APP) as b:
+        with WorkerProcess(fsettings, tmp_path / "a", app_id=APP, loglevel="info") as a, \
+                WorkerProcess(fsettings, tmp_path / "b", app_id=APP, loglevel="info") as b:
             asyncio.run(produce(fsettings, sim_lines, raw=[("fl.gpu", b"n1", TRUNCATED)]))
             # the workers' incidents: wait until they stop changing
             recs = asyncio.run(read_topic(fsettings, "fl.incidents", until=lambda r: len(r) >= 1,
@@ -125,7 +119,7 @@ def test_worker_with_sink_and_a_joining_worker_store_everything(fsettings, sim_l
         while "sink consuming" not in a.log(10_000_000):
             assert a.alive() and time.monotonic() < deadline, a.log()
             time.sleep(0.3)
-        with WorkerProcess(fsettings, tmp_path / "b", app_id=APP) as b:
+        with WorkerProcess(fsettings, tmp_path / "b", app_id=APP, loglevel="info") as b:
             asyncio.run(produce(fsettings, sim_lines))
             recs = asyncio.run(read_topic(fsettings, "fl.incidents", until=lambda r: len(r) >= 1,
                                           timeout_s=180, idle_s=8))

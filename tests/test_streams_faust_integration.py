@@ -163,9 +163,14 @@ def test_two_workers_share_partitions(fsettings, sim_lines, tmp_path):
         time.sleep(2.5)   # one more stats line each
     assert got == exp, _diff(got, exp) + "\n--- worker logs ---\n" + a.log() + b.log()
     # the split really happened: each worker decoded a share of the input events
+    nodes = {orjson.loads(l).get("node") for l in sim_lines if b'"inventory.topology"' in l}
     for w in (a, b):
         counts = [int(m) for m in re.findall(r"worker stats events=(\d+)", w.log(10_000_000))]
         assert counts and counts[-1] > 0, w.log()
+        # every worker's copy of the views GlobalTable holds every node's slice, whichever
+        # worker wrote it (the changelog partition's active owner used to miss the others')
+        views = [int(m) for m in re.findall(r" views=(\d+)", w.log(10_000_000))]
+        assert views and views[-1] == len(nodes), (views[-5:], len(nodes), w.log())
 
 
 @pytest.mark.slow

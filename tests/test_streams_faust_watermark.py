@@ -230,3 +230,95 @@ def test_a_worker_with_nothing_left_to_read_after_a_rebalance_is_idle_where_time
     pos[("fl.gpu", 1)] = 10
     assert w.local() == (1_000, True)                   # caught up everywhere: idle, time as it was
     assert w.covered() == frozenset(hw)
+
+
+def test_a_restarted_worker_does_not_take_time_from_ticks_it_has_not_read_for_itself():
+    """A worker restarted after SIGKILL re-reads its predecessor's last ticks from the internal
+    jobs topic; heard within the TTL they look live and claim every partition at the dead
+    worker's watermark. A worker with assigned input it has not read (no word of its own)
+    holds event time instead of taking theirs: the crash test saw a job evaluated at the dead
+    worker's time before the new node side re-read the GPU's OOM (a transient wrong revision)."""
+    u = [("fl.gpu", 0), ("fl.sched", 0)]
+    off = Offsets()
+    w = Watermarks(idle_s=IDLE_S, universe=u, offsets=off)
+    w.expect(u)
+    off.hw[("fl.gpu", 0)], off.pos[("fl.gpu", 0)] = 500, 0      # the node partition: 500 to re-read
+    w.heard("dead-predecessor", 90_000, False, covers=u)
+    assert w.value("me") == (NEVER, False) and w.unread == 1
+    w.observe("fl.gpu", 0, 10_000, 0)                           # re-reading: its own word now
+    off.hw[("fl.sched", 0)], off.pos[("fl.sched", 0)] = 3, 3
+    w.observe("fl.sched", 0, 12_000, 2)
+    assert w.value("me")[0] == 10_000                            # the minimum, not the dead one's time
+    w2 = Watermarks(idle_s=IDLE_S, universe=u, offsets=off)     # no partition assigned here at all:
+    w2.heard("other", 90_000, False, covers=u)                   # it follows the others
+    assert w2.value("me")[0] == 90_000
+
+
+def test_gate_history_marks_records_written_before_the_takeover():
+    g = _gate()
+    assert g.history(J, 0, 5)                # target unknown: everything is history
+    assert not g.history(J, 1, 5)            # not gated: live
+    g.set_targets({(S, 0): 100, (R, 0): 50, (J, 0): 20}, {(S, 0): 40, (R, 0): 50, (J, 0): 10})
+    assert g.history(J, 0, 19) and not g.history(J, 0, 20)
+    g.read(J, 0, 19)
+    assert not g.history(J, 0, 19)          # caught up: the partition is not gated any more
+
+
+def test_events_read_ahead_of_the_fleet_count_once_its_time_catches_up():
+    """A worker that joins mid-input reads its partitions from their commits, which lie at
+    different event times: its first fl.sched record can be minutes ahead of its node
+    partitions. That record is not credible then (nothing backs it) and does not move its
+    partition's time; once the node events catch up with it, it must count. Before, it never
+    did: at the end of the input the worker held the fleet's time 16 s short of the last
+    job events (both workers idle, 208 events buffered, no incident within 180 s)."""
+    base = 1_790_000_000_000
+    w = Watermarks(idle_s=IDLE_S)
+    w.observe_events([("fl.gpu", 0, base, "n1"), ("fl.gpu", 0, base + 1_000, "n2")], source=str)
+    w.observe_events([("fl.sched", 0, base + 200_000, "slurm")], source=str)   # 199 s ahead: a claim
+    assert w.skewed == 1 and ("fl.sched", 0) not in w._parts
+    w.observe_events([("fl.gpu", 0, base + 50_000 + i * 10_000, f"n{1 + i % 2}") for i in range(3)],
+                     source=str)                                             # time: base + 70 s
+    assert ("fl.sched", 0) not in w._parts                                   # 130 s ahead: still a claim
+    w.observe_events([("fl.gpu", 0, base + 90_000, "n1")], source=str)      # within 120 s of it now
+    assert w._parts[("fl.sched", 0)][0] == base + 200_000 and w.skew_released == 1
+    # a source far ahead for good stays out, in bounded memory
+    far = [("fl.net", 1, base + 23 * 3_600_000 + i, "sw9") for i in range(1_000)]
+    w.observe_events(far, source=str)
+    assert ("fl.net", 1) not in w._parts and len(w._claims[("fl.net", 1)]) <= 2 * 64
+
+
+def test_an_idle_worker_that_never_saw_an_event_does_not_hold_the_others_time():
+    """A worker that joins once its partitions have all been read sees no event: idle, with
+    no time of its own (NEVER). Its ticks held every worker's event time at NEVER (both
+    idle, 208 events buffered in the jobs it took over, no incident within 180 s)."""
+    u = [("fl.gpu", 0), ("fl.gpu", 1)]
+    hw = {("fl.gpu", 0): 10, ("fl.gpu", 1): 10}
+    w = Watermarks(idle_s=IDLE_S, universe=u, offsets=lambda t, p: (hw[(t, p)], 10))
+    w.expect([("fl.gpu", 1)])                                 # caught up, nothing to read
+    w.heard("a", 5_000, True, covers=[("fl.gpu", 0)])
+    assert w.local() == (NEVER, True)
+    assert w.value("b") == (5_000, True)
+    a = Watermarks(idle_s=IDLE_S, universe=u, offsets=lambda t, p: (hw[(t, p)], 10))
+    a.expect([("fl.gpu", 0)])
+    a.observe("fl.gpu", 0, 5_000, 9)
+    a.heard("b", NEVER, True, covers=[("fl.gpu", 1)])          # the joined worker's tick
+    assert a.value("a")[0] == 5_000
+
+
+def test_when_every_worker_is_idle_windows_close_at_the_latest_time_any_worker_read():
+    """After a join at the end of the input, the worker that read the last job events lost
+    their partitions' maxima in the rebalance and the one that took them over read nothing:
+    idle everywhere, the watermark below the events still buffered (262 + 208, no incident).
+    ``idle_until`` is the latest credible time any live worker read, what ``finish`` would use."""
+    base = 1_790_000_000_000
+    a = Watermarks(idle_s=IDLE_S, worker_ttl_s=0.3)
+    a.observe_events([("fl.sched", 0, base + i * 1_000, f"n{i % 2}") for i in range(60)], source=str)
+    a.forget_partitions()                                   # the rebalance: maxima gone
+    assert a.clock.now == base + 59_000                     # the clock still knows
+    a.heard("b", NEVER, True, now=NEVER)
+    assert a.idle_until("a") == base + 59_000
+    b = Watermarks(idle_s=IDLE_S, worker_ttl_s=0.3)        # the joined worker: read nothing
+    b.heard("a", base + 20_000, True, now=base + 59_000)
+    assert b.idle_until("b") == base + 59_000
+    time.sleep(0.35)                                        # a's ticks expired: not a live word
+    assert b.idle_until("b") == NEVER

@@ -112,6 +112,14 @@ def _as_set(x):
     return x if isinstance(x, set) else {x}
 
 
+def _components(x) -> set:
+    """Expected components with their node part spelled as incidents spell it (the default
+    node-name rule, schemas/names.py: short name, lower case - the generator names some sites'
+    nodes ``node0042.cluster.local``)."""
+    from faultline.schemas.names import canonical_component
+    return {canonical_component(c) for c in _as_set(x)}
+
+
 def _brief(inc):
     rc = inc["root_cause"]
     return f"{rc['category']}/{rc['component']} ({rc.get('summary', '')[:160]})"
@@ -128,7 +136,7 @@ def test_root_cause(name, root):
         assert rc["category"] in _as_set(e.category), (
             f"{name}: {e.job}: expected {e.category}/{e.component}, got {_brief(inc)}; events {path}")
         if e.component is not None:
-            assert rc["component"] in _as_set(e.component), (
+            assert rc["component"] in _components(e.component), (
                 f"{name}: {e.job}: expected component {e.component}, got {_brief(inc)}; events {path}")
         if e.retry_attempt is not None:
             assert inc.get("retry") and inc["retry"]["attempt"] == e.retry_attempt, (
@@ -296,3 +304,57 @@ def test_same_id_from_the_jobs_slice(name, root):
         assert sl["id"] == inc["id"], f"{name}: {jid}/{att}: id {sl['id']} from the slice != {inc['id']} from the full file"
         assert (sl["root_cause"]["category"], sl["root_cause"]["component"]) == \
             (inc["root_cause"]["category"], inc["root_cause"]["component"]), f"{name}: {jid}: verdict differs on the slice"
+
+
+# ---------------------------------------------------------------- every suite: ranking and calibration
+# The judge's incidents above (from ``faultline diagnose --json``) plus every incident of the
+# simulator scenarios, tests/external and the tests/realjobs fixtures, in this module so the
+# judge's run is shared (bench/calibration.py collects the same cases for its table).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import calibration  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def suite_cases(root):
+    import msgspec
+
+    from faultline.schemas.outputs import Incident
+
+    cases = []
+    for name in gen.SCENARIOS:
+        sc, incs, _ = run(name, root)
+        by = {(e.job, e.attempt): e for e in sc.expect}
+        for inc in incs.values():
+            i = msgspec.convert(inc, Incident)
+            e = by.get((i.job, i.attempt))
+            ok = None if e is None else (i.root_cause.category in _as_set(e.category)
+                                         and (e.component is None or i.root_cause.component in _components(e.component)))
+            cases.append(calibration.Case("judge", name, i, ok))
+    for suite in ("sim", "external", "realjobs"):
+        cases += calibration.collect([suite])
+    return cases
+
+
+def test_every_incident_of_every_suite_ranks_and_renders_one_confidence(suite_cases):
+    """For every incident of the simulator, external, judge and realjobs-fixture suites: the root
+    cause is the hypothesis with the highest confidence (the first, the list never rising), and
+    the incident JSON header, the hypotheses table, ``faultline diagnose``'s report, ``faultline
+    explain``'s text and the incident page all show that one number."""
+    from external import renderings
+
+    suites = {c.suite for c in suite_cases}
+    assert suites == {"sim", "external", "judge", "realjobs"}, suites
+    bad = [f"{c.suite}/{c.scenario}: {p}" for c in suite_cases for p in renderings.problems(c.incident)]
+    assert not bad, f"{len(bad)} problems in {len(suite_cases)} incidents:\n" + "\n".join(bad[:30])
+
+
+def test_calibration_over_the_three_suites(suite_cases):
+    """Expected calibration error of the root cause's confidence over the simulator, external
+    and judge suites together (10 buckets) is at most 0.05, with every labelled verdict right."""
+    cases = [c for c in suite_cases if c.suite in calibration.CALIBRATION_SUITES]
+    labelled = [c for c in cases if c.correct is not None]
+    assert len(labelled) >= 250, len(labelled)
+    wrong = [f"{c.suite}/{c.scenario} {c.incident.job}/{c.incident.attempt}" for c in labelled if not c.correct]
+    assert not wrong, wrong
+    rows, ece = calibration.table(cases)
+    assert ece <= calibration.ECE_MAX, (ece, rows)

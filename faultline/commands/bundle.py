@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+from pathlib import Path
 
 from .. import config
 from ..cli import CliError
@@ -41,12 +43,47 @@ def window_of(incident: dict) -> tuple[int, int]:
     return start - LOOKBACK_MS, end + AFTER_MS
 
 
+def writable_out(path: str) -> None:
+    """Refuse an --out the bundle cannot be written to, before any scan of the topics."""
+    out = Path(path)
+    parent = out.parent
+    if out.is_dir():
+        raise CliError(f"--out {path} is a directory: give a file name (e.g. {out / 'incident.jsonl.zst'})")
+    if not parent.is_dir():
+        raise CliError(f"--out {path}: directory {parent} does not exist: create it (mkdir -p {parent}) "
+                       "or choose another path")
+    if not os.access(parent, os.W_OK):
+        raise CliError(f"--out {path}: directory {parent} is not writable by this user: choose another path")
+
+
 def run(args: argparse.Namespace) -> int:
+    writable_out(args.out)
     settings = config.load(args.config)
     try:
         return asyncio.run(_export(settings, args))
     except BrokerUnreachable as e:
         raise CliError(str(e)) from None
+
+
+async def prefix_hint(settings: config.Settings) -> str:
+    """Where else incidents are: the other topic prefixes holding an fl.incidents topic (the
+    demo writes under ``demo.<run>.``), as the FAULTLINE_TOPIC_PREFIX to set."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**settings.kafka_kwargs(), request_timeout_ms=10_000)
+    try:
+        await admin.start()
+        names = await admin.list_topics()
+    except Exception:  # noqa: BLE001 - only a hint
+        return ""
+    finally:
+        await admin.close()
+    others = sorted(t[: -len("fl.incidents")] for t in names
+                    if t.endswith("fl.incidents") and t != settings.topic("fl.incidents"))
+    if not others:
+        return ""
+    return "; other incident topics on this broker: " + ", ".join(
+        "FAULTLINE_TOPIC_PREFIX=" + (p or "''") for p in others[:5]) + (" ..." if len(others) > 5 else "")
 
 
 async def _export(settings: config.Settings, args: argparse.Namespace) -> int:
@@ -57,7 +94,8 @@ async def _export(settings: config.Settings, args: argparse.Namespace) -> int:
     inc = await find_incident(settings, args.incident, since, parse_time("now"))
     if inc is None:
         raise CliError(f"incident {args.incident} not found on {settings.topic('fl.incidents')} "
-                       f"since {args.search_since}: check the id (`faultline incidents`) or widen --search-since")
+                       f"since {args.search_since}: check the id (`faultline incidents`) or widen --search-since"
+                       + await prefix_hint(settings))
     lo, hi = window_of(inc)
     scope: JobScope = await build_scope(settings, inc["job"], lo, hi, 60_000)
     out = open_writer(args.out)

@@ -48,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
         return mod.run(args, settings)
     collector = mod.build(args, settings)
     asyncio.run(run_collector(collector, settings, once=args.once, output=args.output,
-                              interval_s=args.interval))
+                              interval_s=args.interval, flush_timeout_s=args.flush_timeout))
     return 0

@@ -1,4 +1,9 @@
-"""``faultline config``: print the effective settings, secrets masked."""
+"""``faultline config``: print the effective settings as JSON, secrets masked.
+
+A secret that is set shows as ``"***"`` (null: not set), whether it came from the TOML file,
+the environment or a file (``<name>_file`` in the TOML, ``FAULTLINE_<NAME>_FILE``); its value
+is never printed. Every setting whose name says secret, the notify webhook URL, any value read
+from a file and the credentials inside any URL are masked."""
 
 from __future__ import annotations
 

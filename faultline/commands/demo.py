@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import signal
 
 from .. import config
 from ..cli import CliError
+from ._args import positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,18 +23,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--short", action="store_true", help="a small, fast run (16 nodes, 1 h at 600x) for tests")
     p.add_argument("--scenario", default=None, help="simulator scenario (default mixed; `faultline simulate --list`)")
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--nodes", type=int, default=None)
-    p.add_argument("--gpus-per-node", type=int, default=None)
-    p.add_argument("--hours", type=float, default=None, help="simulated hours")
+    p.add_argument("--nodes", type=positive_int, default=None)
+    p.add_argument("--gpus-per-node", type=positive_int, default=None)
+    p.add_argument("--hours", type=positive_float, default=None, help="simulated hours")
     p.add_argument("--start", type=int, default=None, metavar="EPOCH_MS",
                    help="simulated start, UTC epoch ms (default: the window ends at the current hour; "
                         "the simulated fleet follows the time of day, so a fixed start replays the same run)")
-    p.add_argument("--speed", type=float, default=None, help="simulated seconds per wall second")
+    p.add_argument("--speed", type=positive_float, default=None, help="simulated seconds per wall second")
     p.add_argument("--web-port", type=int, default=None, help="worker web page port (default 6066)")
     p.add_argument("--workdir", default=None, help="where the worker, simulator log and labels go (default var/demo)")
     p.add_argument("--no-live", action="store_true", help="no live view (logs and the summary only)")
     p.add_argument("--json", action="store_true", help="print the final incidents as JSON lines")
     p.set_defaults(func=run)
+
+
+def _as_ctrl_c(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGINT)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     if args.no_live or args.json:
         opts = dataclasses.replace(opts, live=False)
     demo = Demo(settings, opts)
+    # a closed terminal (SIGHUP) or `kill`/`timeout` (SIGTERM) stops it as Ctrl-C does: the worker,
+    # sink and simulator run in their own sessions and would be left running
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _as_ctrl_c)
     try:
         incidents = asyncio.run(demo.run())
     except BrokerUnreachable as e:

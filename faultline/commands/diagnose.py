@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import io
 import sys
-from typing import IO, Iterator
+from typing import IO
 
 from ..humantime import show_ms
 from ..schemas.codec import encode
-
-BUNDLE_HEADER = b'{"faultline_bundle"'
+from ..streams.offline import BUNDLE_HEADER, line_batches  # noqa: F401 - BUNDLE_HEADER: re-exported
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,57 +47,16 @@ def _open(path: str) -> IO[bytes]:
     return raw
 
 
-def _lines(fh: IO[bytes], chunk: int = 1 << 20) -> Iterator[list[bytes]]:
-    """Batches of lines; works for plain, gzip and zstd stream readers alike (a UTF-8 byte
-    order mark at the start, as some Windows editors write, is skipped)."""
-    rest = b""
-    first = True
-    while True:
-        buf = fh.read(chunk)
-        if not buf:
-            break
-        if first:
-            first = False
-            if buf.startswith(b"\xef\xbb\xbf"):
-                buf = buf[3:]
-        buf = rest + buf
-        parts = buf.split(b"\n")
-        rest = parts.pop()
-        yield parts
-    if rest:
-        yield [rest]
+_lines = line_batches   # the name bench/streams.py and older callers import
 
 
-def diagnose_stream(fh: IO[bytes], lateness_ms: int | None = None):
-    """Run the engine over a byte stream of JSON lines; returns the engine (finished)."""
-    import msgspec
+def diagnose_stream(fh: IO[bytes], lateness_ms: int | None = None, *, findings: bool = False):
+    """Run the offline pipeline (``streams.offline``: the worker's Engine and config) over a
+    byte stream of JSON lines; returns it, finished (``incidents()``, ``alerts()``,
+    ``stats``, ``errors``, ``cfg`` like the Engine's)."""
+    from ..streams.offline import OfflinePipeline
 
-    from .. import config as _config
-    from ..streams.engine import Engine, EngineConfig
-
-    try:
-        # the worker's composition: the same EngineConfig.from_settings (lateness, stall floor)
-        cfg = EngineConfig.from_settings(_config.load())
-    except Exception:  # a broken config file must not stop an offline diagnosis
-        cfg = EngineConfig()
-    if lateness_ms is not None:
-        cfg = msgspec.structs.replace(cfg, lateness_ms=lateness_ms)
-    eng = Engine(cfg)
-    for batch in _lines(fh):
-        good: list[bytes] = []
-        for ln in batch:
-            if ln.startswith(BUNDLE_HEADER):
-                continue  # a bundle's header line (faultline bundle export) carries the incident
-            if ln.strip():
-                good.append(ln)
-            else:
-                if good:
-                    eng.process(good)
-                    good = []
-                eng.skip()
-        eng.process(good)
-    eng.finish()
-    return eng
+    return OfflinePipeline.from_settings(lateness_ms=lateness_ms, findings=findings).feed_file(fh)
 
 
 def _report(eng, out) -> None:
@@ -150,12 +108,19 @@ def _report(eng, out) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cli import CliError
+
     fh = _open(args.file)
     try:
         eng = diagnose_stream(fh, args.lateness_ms)
+    except (OSError, EOFError, ValueError) as e:   # a truncated or corrupt .gz / .zst
+        raise CliError(f"{args.file}: cannot read it: {e}") from None
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
+    why = eng.no_events("stdin" if args.file == "-" else args.file)
+    if why:
+        raise CliError(why)
     out = sys.stdout.buffer
     if args.json:
         buf = io.BytesIO()

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from ..cli import CliError
     from ..sinks.store import StoreError
 
-    r = reader(args)
+    r = reader(args)  # refuses a store that does not exist (commands/_store.py)
     try:
         rows = r.query(SQL, {"key": args.key, "withdrawn": WITHDRAWN_STATE})
     except StoreError as e:

@@ -13,6 +13,7 @@ import msgspec
 import orjson
 
 from ..humantime import show
+from ..sinks.cli_support import add_store_arg, settings_of
 
 KINDS = ("repeat_offender", "change_regression", "version_drift")
 
@@ -20,7 +21,7 @@ KINDS = ("repeat_offender", "change_regression", "version_drift")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("findings", help="list proactive findings (store), or compute them from a file",
                        description=__doc__)
-    p.add_argument("--store", metavar="PATH", help="chDB store directory (default: settings store_path / clickhouse_url)")
+    add_store_arg(p)
     p.add_argument("--from", dest="from_file", metavar="FILE",
                    help="compute offline from a JSON-lines file of events (.jsonl, .jsonl.zst, - for stdin)")
     p.add_argument("--json", action="store_true", help="one finding per line as JSON")
@@ -31,43 +32,44 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def compute_from_file(path: str, lateness_ms: int | None = None) -> list[Any]:
-    """Run Engine + FindingsRunner over a file; the latest emission of every finding."""
-    from .. import config as _config
-    from ..streams.engine import Engine, EngineConfig
-    from ..streams.findings import FindingsRunner
-    from .diagnose import _lines, _open
+def compute_from_file(path: str, lateness_ms: int | None = None, settings: Any = None) -> list[Any]:
+    """The offline pipeline (``streams.offline``: the worker's Engine and config + the
+    findings runner, as ``faultline ingest``) over a file; the latest revision of every finding."""
+    from ..cli import CliError
+    from ..streams.offline import OfflinePipeline
+    from .diagnose import _open
 
-    if lateness_ms is None:
-        try:
-            lateness_ms = _config.load().lateness_ms
-        except Exception:  # a broken config file must not stop an offline run
-            lateness_ms = 10_000
-    runner = FindingsRunner(Engine(EngineConfig(lateness_ms=lateness_ms)))
+    pipe = OfflinePipeline.from_settings(settings, lateness_ms=lateness_ms)
     fh = _open(path)
     try:
-        for batch in _lines(fh):
-            runner.process([ln for ln in batch if ln.strip()])
-        runner.finish()
+        pipe.feed_file(fh)
+    except (OSError, EOFError, ValueError) as e:   # a truncated or corrupt .gz / .zst
+        raise CliError(f"{path}: cannot read it: {e}") from None
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
-    inv = runner.engine.stats.invalid
+    why = pipe.no_events("stdin" if path == "-" else path)
+    if why:
+        raise CliError(why)
+    inv = pipe.stats.invalid
     if inv:
         print(f"{inv} invalid input lines skipped", file=sys.stderr)
-    return list(runner.findings.values())
+    return pipe.findings()
+
+
+SQL = ("SELECT id, toUnixTimestamp64Milli(ts) AS ts, kind, dimension, subject, "
+       "toUnixTimestamp64Milli(window_start) AS window_start, toUnixTimestamp64Milli(window_end) AS window_end, "
+       "count, exposure, exposure_unit, fleet_rate, score, severity, summary, action, incidents "
+       "FROM findings FINAL")
 
 
 def load_from_store(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from .. import config as _config
+    """The store's findings (latest revision each); through the worker's SQL API when a
+    worker holds the chDB directory (``sinks.cli_support.reader``, as ``faultline query``)."""
     from ..cli import CliError
-    from ..sinks.store import StoreError, open_store
+    from ..sinks.cli_support import reader
+    from ..sinks.store import StoreError
 
-    settings = _config.load(args.config) if getattr(args, "config", None) else _config.load()
-    try:
-        store = open_store(settings, path=args.store)
-    except StoreError as e:
-        raise CliError(f"{e}; pass --store PATH or stop the process holding the store") from None
     where, params = [], {}
     if args.kind:
         where.append("kind = {kind:String}")
@@ -75,16 +77,15 @@ def load_from_store(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.dimension:
         where.append("dimension = {dim:String}")
         params["dim"] = args.dimension
-    sql = ("SELECT id, toUnixTimestamp64Milli(ts) AS ts, kind, dimension, subject, "
-           "toUnixTimestamp64Milli(window_start) AS window_start, toUnixTimestamp64Milli(window_end) AS window_end, "
-           "count, exposure, exposure_unit, fleet_rate, score, severity, summary, action, incidents "
-           "FROM findings FINAL" + (" WHERE " + " AND ".join(where) if where else "")
-           + " ORDER BY score ASC, ts DESC LIMIT {lim:UInt32}")
+    sql = SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY score ASC, ts DESC LIMIT {lim:UInt32}"
     params["lim"] = max(0, args.limit)
+    r = reader(args)
     try:
-        return store.query(sql, params)
+        return r.query(sql, params)
+    except StoreError as e:
+        raise CliError(f"reading findings from {getattr(r, 'location', 'the store')} failed: {e}") from None
     finally:
-        store.close()
+        r.close()
 
 
 def _fmt_ts(ms: int) -> str:
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from ..schemas.outputs import Finding
 
     if args.from_file:
-        found = compute_from_file(args.from_file, args.lateness_ms)
+        found = compute_from_file(args.from_file, args.lateness_ms, settings_of(args))
         if args.kind:
             found = [f for f in found if f.kind == args.kind]
         if args.dimension:

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    r = reader(args)
+    r = reader(args)  # refuses a store that does not exist (commands/_store.py)
     try:
         rows = r.query(SQL, {"job": args.job, "since_ms": parse_time(args.since) or 0, "withdrawn": WITHDRAWN_STATE,
                              "category": args.category, "limit": max(1, args.limit)})

@@ -25,41 +25,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _engine(lateness_ms: int) -> Any:
-    try:
-        from ..streams.engine import Engine, EngineConfig
-    except ImportError:  # the engine is optional: events are stored either way
-        return None
-    return Engine(EngineConfig(lateness_ms=lateness_ms))
-
-
-def _findings() -> Any:
-    try:
-        from ..streams.findings import FindingsTracker
-    except ImportError:
-        return None
-    return FindingsTracker()
-
-
-def ingest_stream(fh: Any, store: Any, *, diagnose: bool = True, lateness_ms: int = 10_000,
-                  batch: int = 50_000, progress: Any = None, source: str = "-") -> dict[str, Any]:
-    """Decode, diagnose and store every line of a byte stream; returns counts."""
+def ingest_stream(fh: Any, store: Any, *, diagnose: bool = True, lateness_ms: int | None = None,
+                  batch: int = 50_000, progress: Any = None, source: str = "-",
+                  settings: Any = None) -> dict[str, Any]:
+    """Decode, diagnose and store every line of a byte stream; returns counts. The diagnosis
+    is the offline pipeline (``streams.offline``, the same as ``faultline findings --from``
+    and ``diagnose``): the events it stores are the ones the engine saw, and the findings are
+    the latest revision of each, so ``findings`` on the store lists what ``--from`` computes."""
     from ..schemas.codec import ContractError, dead_letter, decode, now_ms
     from ..sinks.writer import SinkWriter
-    from .diagnose import _lines
+    from ..streams.offline import BUNDLE_HEADER, OfflinePipeline, line_batches
 
-    eng = _engine(lateness_ms) if diagnose else None
-    tracker = _findings() if eng is not None else None
+    pipe = OfflinePipeline.from_settings(settings, lateness_ms=lateness_ms) if diagnose else None
     w = SinkWriter(store, max_rows=batch, max_delay_s=3600)
     n_ok = n_bad = n_line = 0
     errors: list[tuple[int, str]] = []
-    max_ts = 0
     now = now_ms()
-    for lines in _lines(fh):
+    for lines in line_batches(fh):
         good = []
         for ln in lines:
             n_line += 1
-            if not ln.strip():
+            if not ln.strip() or ln.startswith(BUNDLE_HEADER):
+                if pipe is not None:
+                    if good:
+                        _outputs(w, pipe.process(good))
+                        good = []
+                    pipe.engine.skip()
                 continue
             try:
                 ev = decode(ln, now=now)
@@ -69,42 +60,44 @@ def ingest_stream(fh: Any, store: Any, *, diagnose: bool = True, lateness_ms: in
                     errors.append((n_line, e.reason))
                 # kept, with its reason, where SQL sees it (the line number as the offset)
                 w.add_deadletter(dead_letter(ln, e.reason, topic=f"file:{source}", partition=0, offset=n_line))
+                if pipe is not None:
+                    if good:
+                        _outputs(w, pipe.process(good))
+                        good = []
+                    pipe.invalid(e.reason)
                 continue
             n_ok += 1
             good.append(ev)
             w.add_event(ev)   # data from the validated struct: what the engine saw
-            if ev.ts > max_ts:
-                max_ts = ev.ts
-        if eng is not None:
-            outs = eng.process(good)
-            if tracker is not None:
-                tracker.feed(good)
-                tracker.feed(outs)
-            for o in outs:
-                w.add_output(o)
+        if pipe is not None and good:
+            _outputs(w, pipe.process(good))
         if len(w) >= batch:
             w.flush()
         if progress is not None:
             progress(sum(len(x) + 1 for x in lines))
-    if eng is not None:
-        outs = eng.finish()
-        if tracker is not None:
-            tracker.feed(outs)
-        for o in outs:
-            w.add_output(o)
-        for inc in eng.incidents():  # latest revisions (idempotent if already written)
+    if pipe is not None:
+        pipe.lines = n_line
+        _outputs(w, pipe.finish())
+        for inc in pipe.incidents():  # latest revisions (idempotent if already written)
             w.add_output(inc)
-        if tracker is not None and max_ts:
-            found = {f.id: f for f in tracker.evaluate(max_ts)}
-            found.update({f.id: f for f in tracker.snapshot(max_ts)})
-            for f in found.values():
-                w.add_output(f)
+        for f in pipe.findings():     # latest revision of each (the store keeps the latest ts)
+            w.add_output(f)
     w.flush()
     t = w.totals
     return {"lines": n_line, "events": n_ok, "invalid": n_bad, "errors": errors,
-            "alerts": t.alerts, "incidents": len(eng.incidents()) if eng is not None else 0,
-            "incident_rows": t.incidents, "findings": t.findings, "seconds": t.seconds,
-            "diagnosed": eng is not None, "deadletters": t.deadletters}
+            "alerts": t.alerts, "incidents": len(pipe.incidents()) if pipe is not None else 0,
+            "incident_rows": t.incidents, "findings": len(pipe.findings()) if pipe is not None else 0,
+            "finding_rows": t.findings, "seconds": t.seconds, "diagnosed": pipe is not None,
+            "deadletters": t.deadletters}
+
+
+def _outputs(w: Any, outs: list[Any]) -> None:
+    """Alerts and incident revisions as they come; findings at the end (latest revision)."""
+    from ..schemas.outputs import Finding
+
+    for o in outs:
+        if not isinstance(o, Finding):
+            w.add_output(o)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from .diagnose import _open
 
     settings = settings_of(args)
-    lateness = args.lateness_ms if args.lateness_ms is not None else settings.lateness_ms
+    lateness = args.lateness_ms
     try:
         store = open_store(settings, path=args.store)
     except StoreError as e:
@@ -123,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.quiet or not sys.stderr.isatty() and size is None:
             res = ingest_stream(fh, store, diagnose=not args.no_diagnose, lateness_ms=lateness, batch=args.batch,
-                                source=args.file)
+                                source=args.file, settings=settings)
         else:
             from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
                                        TimeElapsedColumn, TransferSpeedColumn)
@@ -132,13 +125,20 @@ def run(args: argparse.Namespace) -> int:
                           TransferSpeedColumn(), TimeElapsedColumn(), transient=False) as prog:
                 task = prog.add_task(os.path.basename(args.file), total=size)
                 res = ingest_stream(fh, store, diagnose=not args.no_diagnose, lateness_ms=lateness,
-                                    batch=args.batch, progress=lambda n: prog.advance(task, n), source=args.file)
+                                    batch=args.batch, progress=lambda n: prog.advance(task, n), source=args.file,
+                                    settings=settings)
     except StoreError as e:
         raise CliError(f"writing to {store.location} failed: {e}") from None
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
         store.close()
+    if not res["events"]:
+        what = (f"none of its {res['invalid']} non-blank line(s) is a contract event"
+                + (f" (line {res['errors'][0][0]}: {res['errors'][0][1]})" if res["errors"] else "")
+                if res["invalid"] else f"no contract event in it ({res['lines']} line(s), all blank)")
+        raise CliError(f"{args.file}: {what}; nothing stored but the dead letters: give JSON lines of "
+                       f"contract events (`faultline validate {args.file}` names each line's problem)")
     where = f"{store.backend}:{store.location}"
     diag = (f"{res['incidents']} incident(s), {res['alerts']} alert(s), {res['findings']} finding(s)"
             if res["diagnosed"] else "not diagnosed (events only)")

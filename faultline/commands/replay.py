@@ -177,20 +177,21 @@ async def _run(settings: config.Settings, args: argparse.Namespace, since: int, 
     print(f"replay: {stats.read:,} records read from {stats.partitions} partitions, "
           f"{stats.kept:,} in range, {elapsed:.1f} s", file=sys.stderr)
     if args.diagnose:
-        print_diagnosis(diagnose_records(records, settings.lateness_ms), as_json=args.json)
+        print_diagnosis(diagnose_records(records, settings=settings), as_json=args.json)
     return 0
 
 
-def diagnose_records(records: list, lateness_ms: int):
-    """Run the same in-process engine as ``faultline diagnose`` over replayed records."""
-    from ..streams.engine import Engine, EngineConfig
+def diagnose_records(records: list, lateness_ms: int | None = None, settings: config.Settings | None = None):
+    """The offline pipeline of ``faultline diagnose`` (``streams.offline``: the worker's
+    Engine and config) over replayed records, in record-timestamp order; returns it, finished."""
+    from ..streams.offline import OfflinePipeline
 
     records.sort(key=lambda r: (r.timestamp, r.topic, r.partition, r.offset))
-    eng = Engine(EngineConfig(lateness_ms=lateness_ms))
+    pipe = OfflinePipeline.from_settings(settings, lateness_ms=lateness_ms, findings=False)
     for i in range(0, len(records), 10_000):
-        eng.process([r.value for r in records[i:i + 10_000]])
-    eng.finish()
-    return eng
+        pipe.process([r.value for r in records[i:i + 10_000]])
+    pipe.finish()
+    return pipe
 
 
 def print_diagnosis(eng, *, as_json: bool) -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import orjson
 
+from ._args import positive_float, positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="generate a simulated GPU cluster with faults (file or Kafka) and its ground truth",
@@ -23,9 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the scenarios, one per line, and exit")
     p.add_argument("--scenario", metavar="NAME", help="scenario name, or 'all' for every scenario")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed -> byte-identical output (default 0)")
-    p.add_argument("--nodes", type=int, help="fleet size (default: the scenario's, usually 16)")
-    p.add_argument("--gpus-per-node", type=int, help="GPUs per node (default 8)")
-    p.add_argument("--hours", type=float, help="simulated hours (default: the scenario's, 2-12)")
+    p.add_argument("--nodes", type=positive_int, help="fleet size (default: the scenario's, usually 16)")
+    p.add_argument("--gpus-per-node", type=positive_int, help="GPUs per node (default 8)")
+    p.add_argument("--hours", type=positive_float, help="simulated hours (default: the scenario's, 2-12)")
     p.add_argument("--start", type=int, metavar="EPOCH_MS", help="simulated start time, UTC epoch ms "
                    "(default 2026-11-02T06:00:00Z for files; with --kafka the run ends at the current hour, "
                    "because broker retention and the 24 h future bound use event time)")
@@ -33,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", metavar="FILE.json", help="write the ground-truth labels")
     p.add_argument("--kafka", action="store_true", help="publish to Kafka (topics per layer, topic_prefix honoured)")
     pace = p.add_mutually_exclusive_group()
-    pace.add_argument("--speed", type=float, metavar="X", help="pace by event time, X simulated seconds per wall second")
+    pace.add_argument("--speed", type=positive_float, metavar="X", help="pace by event time, X simulated seconds per wall second")
     pace.add_argument("--as-fast-as-possible", action="store_true", help="no pacing (default)")
     g = p.add_argument_group("sample intervals (seconds)")
     g.add_argument("--gpu-interval", type=int, default=10)
@@ -112,8 +114,11 @@ def run(args: argparse.Namespace) -> int:
         labels = sim.labels()
         if args.labels:
             lp = _suffixed(args.labels, name, many)
-            Path(lp).parent.mkdir(parents=True, exist_ok=True)
-            Path(lp).write_bytes(orjson.dumps(labels, option=orjson.OPT_INDENT_2))
+            try:
+                Path(lp).parent.mkdir(parents=True, exist_ok=True)
+                Path(lp).write_bytes(orjson.dumps(labels, option=orjson.OPT_INDENT_2))
+            except OSError as e:
+                raise CliError(f"cannot write the labels to {lp}: {e.strerror}") from None
         print(f"{name}: {n} lines, {len(labels['interruptions'])} interruptions, {len(labels['healthy'])} healthy "
               f"attempts, {dt:.1f}s ({n / max(dt, 1e-9):,.0f} lines/s)", file=sys.stderr)
     return 0
@@ -125,8 +130,13 @@ def _write(sim, path: str) -> int:
         out = sys.stdout.buffer
         close = False
     else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        out = open(path, "wb", buffering=1 << 20)
+        from ..cli import CliError
+
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            out = open(path, "wb", buffering=1 << 20)
+        except OSError as e:
+            raise CliError(f"cannot write {path}: {e.strerror}") from None
         close = True
     try:
         buf = []

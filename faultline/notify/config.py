@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config import MASK, ConfigError, Settings
+from ..config import MASK, ConfigError, Settings, env_values
 
 ENV_PREFIX = "FAULTLINE_NOTIFY_"
 SECRET_FIELDS = frozenset({"webhook_url", "webhook_token"})
@@ -68,15 +68,7 @@ class NotifySettings:
         if unknown:
             raise ConfigError(f"unknown notify setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         values: dict[str, Any] = dict(table)
-        for name in known:
-            var = ENV_PREFIX + name.upper()
-            if var in env:
-                values[name] = env[var]
-            elif var + "_FILE" in env:
-                try:
-                    values[name] = Path(env[var + "_FILE"]).read_text().strip()
-                except OSError as e:
-                    raise ConfigError(f"{var}_FILE: cannot read {env[var + '_FILE']}: {e.strerror}") from None
+        values.update(env_values(known, ENV_PREFIX, env))
         values.update({k: v for k, v in overrides.items() if v is not None})
         typed = {k: _coerce(k, v, getattr(defaults, k)) for k, v in values.items()}
         out = replace(defaults, **typed)

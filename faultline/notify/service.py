@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from ..config import Settings
+from ..ratelog import RateLimitedLog
 from ..schemas.codec import dead_letter, now_ms
 from ..schemas.outputs import Alert, Incident
 from ..schemas.registry import ALERTS, DEADLETTER, INCIDENTS
@@ -57,24 +58,6 @@ def notify_group_id(settings: Settings, app_id: str | None = None) -> str:
     from ..streams.app import default_app_id
 
     return f"{app_id or default_app_id(settings)}-notify"
-
-
-class Every:
-    """A log call at most once per ``every_s`` per kind; the suppressed count rides on the next."""
-
-    def __init__(self, every_s: float = LOG_EVERY_S) -> None:
-        self.every_s = every_s
-        self._last: dict[str, float] = {}
-        self._n: dict[str, int] = {}
-
-    def __call__(self, level: int, kind: str, msg: str, *args: Any) -> None:
-        now = time.monotonic()
-        if now - self._last.get(kind, -1e18) < self.every_s:
-            self._n[kind] = self._n.get(kind, 0) + 1
-            return
-        self._last[kind] = now
-        n = self._n.pop(kind, 0)
-        log.log(level, msg + (f" ({n} more like it suppressed)" if n else ""), *args)
 
 
 class Stats:
@@ -125,7 +108,7 @@ class Notifier:
         self._stop = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._say = Every()
+        self._say = RateLimitedLog(log, LOG_EVERY_S).log
         self._dead: list[bytes] = []
         self._http: Http | None = None
         self._last_resend = time.monotonic()

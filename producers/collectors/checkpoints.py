@@ -12,13 +12,22 @@ down:
 | anything, with ``--done-marker NAME`` | a directory | the file ``NAME`` exists in it |
 
 A new entry emits ``started``; completion emits ``succeeded`` with ``bytes`` and
-``duration_s``; an entry that is not complete ``--timeout`` seconds after it appeared
-(abandoned: the writer died), or that vanishes before completing, emits ``failed`` with the
-reason. Entries complete at start-up are history and emit nothing. The step is the number in
-the name (``checkpoint-1200`` -> 1200, ``iter_0001200`` -> 1200, ``step_1200.pt`` -> 1200), else 0.
+``duration_s``, stamped with the time the checkpoint was **complete** - the mtime of what
+completes it (the file itself, ``.metadata``, ``trainer_state.json``, the marker, the
+Megatron tracker), kept between the round before the entry was first seen and now - not the
+time a round noticed it: a save that finished just before its job was killed is reported
+after the settle time and the poll interval, i.e. after the job's end, and stamped by the
+round it would not count as the job's last checkpoint (``started`` is stamped the same way
+with the entry's mtime at first sight, so it never comes after ``succeeded``). An entry that
+is not complete ``--timeout`` seconds after it appeared (abandoned: the writer died), or that
+vanishes before completing, emits ``failed`` with the reason. Entries complete at start-up
+are history and emit nothing. The step is the number in the name (``checkpoint-1200`` ->
+1200, ``iter_0001200`` -> 1200, ``step_1200.pt`` -> 1200), else 0.
 
 Job: ``--job``, ``SLURM_JOB_ID``, else the Slurm jobs on this node (see ``kernel``). Without a
-job nothing is published (``stats['no_job']``).
+job nothing is published (``stats['no_job']``). A job that has left the node (it ended) still
+gets the changes stamped no later than the round that found it gone: the save it completed
+just before it was killed is reported after its end (remembered ``RECENT_JOBS_S``).
 """
 
 from __future__ import annotations
@@ -39,6 +48,9 @@ from .kernel import JobResolver
 NAME = "checkpoints"
 HELP = "watch checkpoint directories (DCP, HF, Megatron, torch.save, done marker) -> runtime.checkpoint"
 INTERVAL_S = 5.0
+#: how long a job that left the node is remembered for changes stamped while it was there
+RECENT_JOBS_S = 3600.0
+MAX_RECENT_JOBS = 256
 
 log = logging.getLogger("faultline.collect.checkpoints")
 
@@ -85,6 +97,7 @@ class _Entry:
     step: int
     started_ts: int
     started_mono: float
+    seen_after: int = 0          # the round before the one that first saw it: it appeared after this
     size: int = -1
     mtime: float = 0.0
     stable_since: float = 0.0
@@ -106,6 +119,9 @@ class CheckpointCollector(Collector):
         self.jobs = jobs or JobResolver(self.node, job)
         self._pending: dict[str, _Entry] = {}
         self._known: set[str] = set()  # complete or failed: never reported again
+        self._left: dict[str, int] = {}  # job that left the node -> the round's ts that found it gone
+        self._listed: set[str] = set()   # jobs on the node at the last round
+        self._last_round_ts = now_ms()
         self.stats = {"started": 0, "succeeded": 0, "failed": 0, "no_job": 0}
         for d in self.dirs:  # history: what is complete now was saved before we started
             for path, layout in self._scan(d):
@@ -176,6 +192,28 @@ class CheckpointCollector(Collector):
             return False
         return mono - entry.stable_since >= self.settle_s and time.time() - st.st_mtime >= self.settle_s
 
+    def _evidence(self, path: str, layout: str) -> str:
+        """The file whose write completes a checkpoint of ``layout``."""
+        if layout == "marker":
+            return os.path.join(path, self.done_marker or "")
+        if layout == "dcp":
+            return os.path.join(path, ".metadata")
+        if layout == "hf":
+            return os.path.join(path, "trainer_state.json")
+        if layout == "megatron":
+            return os.path.join(os.path.dirname(path), "latest_checkpointed_iteration.txt")
+        return path
+
+    @staticmethod
+    def _mtime_ts(path: str, lo: int, hi: int) -> int:
+        """``path``'s mtime in epoch ms, kept within [lo, hi] (a copied file keeps an old
+        mtime, a remote filesystem's clock may run ahead); ``hi`` when it cannot be read."""
+        try:
+            t = int(os.stat(path).st_mtime * 1000)
+        except OSError:
+            return hi
+        return min(max(t, lo), hi)
+
     # ------------------------------------------------------------------ round
     def _ev(self, ts: int, job: str, e: _Entry, phase: str, **kw) -> RuntimeCheckpoint:
         return RuntimeCheckpoint(v=1, id=new_id(), ts=ts, source=self.source, node=self.node, job=job,
@@ -194,12 +232,15 @@ class CheckpointCollector(Collector):
                 continue
             e = self._pending.get(path)
             if e is None:
-                e = _Entry(path, layout, step_of(os.path.basename(path)), ts, mono, stable_since=mono)
+                seen = self._mtime_ts(path, self._last_round_ts, ts)
+                e = _Entry(path, layout, step_of(os.path.basename(path)), seen, mono,
+                           seen_after=self._last_round_ts, stable_since=mono)
                 self._pending[path] = e
                 changes.append(("started", e, {}))
             if self._complete(path, layout, mono, entry=e):
-                changes.append(("succeeded", e, {"bytes": tree_bytes(path),
-                                                 "duration_s": round((ts - e.started_ts) / 1000, 3)}))
+                done = self._mtime_ts(self._evidence(path, layout), max(e.seen_after, e.started_ts), ts)
+                changes.append(("succeeded", e, {"bytes": tree_bytes(path), "ts": done,
+                                                 "duration_s": round((done - e.started_ts) / 1000, 3)}))
             elif mono - e.started_mono > self.timeout_s:
                 changes.append(("failed", e, {"duration_s": round((ts - e.started_ts) / 1000, 3),
                                               "bytes": tree_bytes(path),
@@ -214,20 +255,36 @@ class CheckpointCollector(Collector):
                 self._known.add(e.path)
         if len(self._known) > 100_000:
             self._known = set(found) & self._known
+        self._last_round_ts = ts
+        jobs = self.jobs.jobs()   # every round (squeue is cached): when a job leaves the node is known
+        self._note_jobs(jobs, ts)
         if not changes:
-            return []
-        jobs = self.jobs.jobs()
-        if not jobs:
-            self.stats["no_job"] += len(changes)
-            log.debug("%d checkpoint changes with no job known on %s: not published", len(changes), self.node)
             return []
         out: list[Envelope] = []
         for phase, e, kw in changes:
+            ev_ts = kw.pop("ts", None) or (e.started_ts if phase == "started" else ts)
+            targets = jobs + [j for j, gone in self._left.items() if ev_ts <= gone]
+            if not targets:
+                self.stats["no_job"] += 1
+                log.debug("checkpoint %s %s with no job known on %s: not published", phase, e.path, self.node)
+                continue
             self.stats[phase] += 1
-            ev_ts = e.started_ts if phase == "started" else ts
-            for j in jobs:
+            for j in targets:
                 out.append(self._ev(ev_ts, j, e, phase, **kw))
         return out
+
+    def _note_jobs(self, jobs: list[str], ts: int) -> None:
+        """A job listed before and not now has left the node by ``ts``: remembered (bounded)."""
+        now = set(jobs)
+        for j in self._listed - now:
+            self._left[j] = ts
+        self._listed = now
+        for j in now:
+            self._left.pop(j, None)
+        if len(self._left) > MAX_RECENT_JOBS or (self._left and min(self._left.values()) < ts - RECENT_JOBS_S * 1000):
+            old = ts - RECENT_JOBS_S * 1000
+            newest = sorted(self._left.items(), key=lambda kv: -kv[1])[:MAX_RECENT_JOBS]
+            self._left = {j: t for j, t in newest if t >= old}
 
     async def collect(self) -> list[Envelope]:
         import asyncio

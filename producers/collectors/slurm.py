@@ -98,6 +98,13 @@ def _base_state(v: Any) -> str:
     return str(v or "").split()[0].split("+")[0].upper() if v else ""
 
 
+#: Slurm's times are whole seconds: a job whose EndTime is T ended within [T, T + 1 s), and what
+#: it did within that second - a checkpoint renamed into place 0.4 s past T, its last log
+#: lines - came before its end. The end is reported at the second's last millisecond (never
+#: later than the round that saw it), so those count as before the failure.
+SLURM_TIME_RESOLUTION_MS = 999
+
+
 def parse_time(s: str | None) -> int | None:
     """Slurm local time ``2026-11-29T14:55:31`` -> epoch ms (``Unknown``/``None``/``N/A`` -> None).
 
@@ -476,6 +483,8 @@ class SlurmCollector(Collector):
     def _event(self, rec: dict[str, Any], state: str, attempt: int, now: int, **over: Any) -> SchedJob:
         terminal = state in TERMINAL
         end_ts = over.get("end_ts", rec["end_ts"] if terminal else None)
+        if end_ts is not None and "end_ts" not in over:
+            end_ts = min(end_ts + SLURM_TIME_RESOLUTION_MS, now)
         start_ts = rec["start_ts"] if state != "pending" else None
         if start_ts and start_ts > now:  # squeue shows the expected start of pending jobs
             start_ts = None

@@ -28,7 +28,7 @@ def simulate(scenario: str, seed: int = 0, *, as_dicts: bool = False, **kw: Any)
 
     ``events`` are encoded JSON lines (bytes, no newline) or dicts with ``as_dicts``
     (dicts skip delivery faults). Keyword options: ``nodes``, ``gpus_per_node``, ``hours``,
-    ``start_ms``, ``intervals`` (``Intervals``), ``delivery`` (``Delivery``), ``job_base``.
+    ``start_ms``, ``day_start_ms``, ``intervals`` (``Intervals``), ``delivery`` (``Delivery``), ``job_base``.
     """
     sim = Simulation(scenario, seed, **kw)
     events = list(sim.records()) if as_dicts else list(sim.lines())

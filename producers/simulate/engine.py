@@ -58,6 +58,9 @@ class Options:
     gpus_per_node: int | None = None
     hours: float | None = None
     start_ms: int = DEFAULT_START_MS
+    # the UTC time of day the job-arrival process reads at start_ms (None: start_ms's own); a
+    # test that needs the same story at any hour of the day pins it
+    day_start_ms: int | None = None
     intervals: Intervals = field(default_factory=Intervals)
     delivery: Delivery = field(default_factory=Delivery)
     job_base: int | None = None
@@ -109,6 +112,8 @@ class Simulation:
 
     def _make_plan(self) -> Plan:
         plan = make_plan(self.sc.name, self.seed, self.o.start_ms, self.hours, self.n_nodes, self.gpn, self.job_base)
+        if self.o.day_start_ms is not None:
+            plan.day_shift = self.o.day_start_ms - self.o.start_ms
         faults = _resolve_pins(plan, self.sc.faults)
         sch = Scheduler(plan, faults, LIBRARY)
         sch.run()

@@ -114,6 +114,12 @@ def label(att: Attempt, category: str, component: str, fault: str, summary: str)
     att.label = {"category": category, "component": component, "fault": fault, "summary": summary}
 
 
+def precursor(att: Attempt, sign: str, ts: int) -> None:
+    """The fault shows itself in telemetry from ``ts`` on, before the job fails (``sign``
+    says how): the label's ``precursor`` (``bench/precursors.py`` measures the lead time)."""
+    att.precursor = {"sign": sign, "ts": ts}
+
+
 # ------------------------------------------------------------------ failure cascades
 def cascade_hang(sch: Scheduler, att: Attempt, t: int, dead_ranks: set[int], *, extra_delay_ms: int = 0) -> int:
     """Every surviving rank blocks in a collective; each watchdog fires after Timeout(ms)
@@ -215,8 +221,10 @@ def f_gpu_xid79(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     if att is None:
         return False
     node, gpu, crank = _culprit_gpu(plan, att, spec)
-    if r.random() < 0.5:  # PCIe replays often climb before a GPU drops off the bus
-        plan.ov.add_gpu(node, gpu, t - r.randrange(8, 30) * MIN, t, pcie_rate=(0.01, 2.0))
+    if spec.params.get("precursor") or r.random() < 0.5:  # PCIe replays often climb before a GPU drops off the bus
+        pre = t - r.randrange(8, 30) * MIN
+        plan.ov.add_gpu(node, gpu, pre, t, pcie_rate=(0.01, 2.0))
+        precursor(att, "pcie_replay", pre)
     pid = pids(plan, att)
     n = plan.cluster.nodes[node]
     if r.random() < 0.4:  # PCIe AER fatal error from the root port just before the GPU drops
@@ -293,7 +301,9 @@ def f_gpu_nvlink(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     if att is None:
         return False
     node, gpu, crank = _culprit_gpu(plan, att, spec)
-    plan.ov.add_gpu(node, gpu, t - r.randrange(5, 25) * MIN, t + 3600 * MS, nvl_rate=(0.05, r.uniform(3, 40)))
+    pre = t - r.randrange(5, 25) * MIN
+    plan.ov.add_gpu(node, gpu, pre, t + 3600 * MS, nvl_rate=(0.05, r.uniform(3, 40)))
+    precursor(att, "nvlink_errors", pre)
     pid = pids(plan, att)
     xid_event(plan, node, gpu, 74, t, pid[crank], att, crank)
     if r.random() < 0.5:
@@ -431,6 +441,7 @@ def f_thermal(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
     end = att.end_ts
     rlog(plan, att, end - 300, None, None, "stderr",
          M.slurm_cancelled(att.job.id, plan.name(att.nodes[0]), end, "DUE TO TIME LIMIT"))
+    precursor(att, "thermal_throttle", t)
     label(att, "thermal_throttle", f"gpu:{plan.name(node)}/{gpu}", "thermal",
           f"GPU {gpu} of {plan.name(node)} thermally throttled (straggler); job hit its time limit")
     sch.reschedule(att)
@@ -512,8 +523,9 @@ def f_port_down(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
         plan.fleet_add("flapping_ports", f"{lk0.switch}/{lk0.port}")
     pi, lk = _port_of(plan, node, k)
     n = plan.cluster.nodes[node]
-    if pin is None and r.random() < 0.6:  # a dying optic: symbol errors climb first
+    if pin is None and (spec.params.get("precursor") or r.random() < 0.6):  # a dying optic: symbol errors climb first
         pre = t - r.randrange(10, 40) * MIN
+        precursor(att, "symbol_errors", pre)
         plan.ov.add_port(pi, pre, t + 30 * MIN, in_err_rate=(0.05, r.uniform(5, 60)))
         plan.ov.add_rdma(node, k, pre, t + 30 * MIN, rates={"symbol_error": (0.1, r.uniform(20, 200)),
                                                             "port_rcv_errors": (0.0, r.uniform(1, 10))})
@@ -587,6 +599,7 @@ def f_congestion(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
                            M.nccl_remote_error(victims[0], t_fail + 9_000, r).split("\n", 1)[1], exitcode=-6)
     else:
         end = cascade_hang(sch, att, t_fail, set())
+    precursor(att, "cnp_ecn_discards", t)
     label(att, "network_congestion", f"segment:{leaf}", "congestion",
           f"RoCE congestion on {leaf}: CNP/ECN storm, retransmits, discards; transport retry exceeded")
     finish(sch, att, spec)
@@ -652,6 +665,7 @@ def f_storage_slow(sch: Scheduler, spec: FaultSpec, t: int) -> bool:
             if other is not att and other.fault is None and not getattr(other, "_ended", False):
                 plan.rebuild(other)
                 sch.reschedule(other)
+    precursor(att, "storage_latency", t_slow)
     label(att, "storage_slow", f"path:{path}", "storage_slow",
           f"{path} latency x{peak:.0f}; checkpoint write hung and the job stalled")
     finish(sch, att, spec)
@@ -673,6 +687,7 @@ def _datasets_slow(sch: Scheduler, spec: FaultSpec, t: int, att: Attempt) -> boo
     plan.ov.add_storage(path, t - ramp, t, lat_mult=(1.0, peak / 4))
     plan.ov.add_storage(path, t, t_fail + r.randrange(30, 90) * MIN, lat_mult=peak)
     att.slow = [(t - ramp // 2, r.uniform(1.3, 1.8)), (t, r.uniform(3.0, 6.0))]
+    precursor(att, "storage_latency", t - ramp)
     for i in att.nodes[:3]:
         ts = t + r.randrange(60_000, 10 * MIN)
         if m.fs_type == "lustre":

@@ -58,6 +58,7 @@ class Plan:
     cluster: Cluster
     rng: random.Random
     job_base: int
+    day_shift: int = 0                                               # ms added before reading the diurnal clock
     ov: Overlays = field(default_factory=Overlays)
     jobs: list[Job] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
@@ -198,7 +199,7 @@ class Scheduler:
             ta += int(r.expovariate(rate_h * 1.6) * 3.6e6)
             if ta >= p.t_end:
                 break
-            if r.random() < 0.35 + 0.65 * diurnal(ta):
+            if r.random() < 0.35 + 0.65 * diurnal(ta + p.day_shift):
                 self._submit(new_job(p, ta), ta)
         for f in self.faults:
             a, b = f.at
@@ -367,6 +368,7 @@ def build_labels(plan: Plan) -> dict:
             "start_ts": att.start_ts, "end_ts": att.end_ts, "last_progress_ts": last_prog,
             "gpus": att.gpus, "nodes": [plan.name(i) for i in att.nodes], "tenant": att.job.tenant,
             "image": att.job.image, "fault": lab.get("fault"), "summary": lab.get("summary", ""),
+            "precursor": getattr(att, "precursor", None),
         })
     inter.sort(key=lambda d: (d["failure_ts"], d["job"], d["attempt"]))
     return {"interruptions": inter, "healthy": healthy}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from msgspec import Struct, field
 
 from ..signals import Signal, make
-from . import gpu, hw, net, storage
+from . import gpu, hw, net, precursor, storage
 from .config import DetectorConfig
 
 
@@ -22,11 +22,15 @@ class NodeState(Struct, kw_only=True):
     sched_state: str = ""
     cover: dict[str, list[int]] = {}      # layer -> [first ts, last ts] of telemetry seen (for ruled_out)
     gpu_scan: int = 0                     # last look for GPUs gone silent
+    pre: precursor.PrecursorState = field(default_factory=precursor.PrecursorState)  # precursor baselines
 
 
 def feed_node(st: NodeState, ev, cfg: DetectorConfig, out: list[Signal], kind: str | None = None) -> None:
     """Run the detectors of ``ev``'s kind on ``st``; append signals to ``out``."""
     k = kind or ev.kind
+    if k == "inventory.topology":   # the node's own links, for naming segments (no telemetry coverage)
+        precursor.on_topology(st.pre, ev)
+        return
     ts = ev.ts
     if ts > st.ts:
         st.ts = ts
@@ -55,13 +59,18 @@ def feed_node(st: NodeState, ev, cfg: DetectorConfig, out: list[Signal], kind: s
         s = st.ports.get(key)
         if s is None:
             s = st.ports[key] = net.PortState()
-        (net.on_port if k == "net.port" else net.on_link)(s, ev, cfg, out)
+        if k == "net.port":
+            net.on_port(s, ev, cfg, out)
+            precursor.on_port(st.pre, ev, out)
+        else:
+            net.on_link(s, ev, cfg, out)
     elif k == "net.rdma":
         key = f"{ev.data.device}/{ev.data.port}"
         s = st.rdma.get(key)
         if s is None:
             s = st.rdma[key] = net.RdmaState()
         net.on_rdma(s, ev, cfg, out)
+        precursor.on_rdma(st.pre, ev, out)
     elif k == "storage.sample" or k == "storage.mount":
         key = ev.data.path
         s = st.mounts.get(key)
@@ -69,6 +78,7 @@ def feed_node(st: NodeState, ev, cfg: DetectorConfig, out: list[Signal], kind: s
             s = st.mounts[key] = storage.MountState()
         if k == "storage.sample":
             storage.on_sample(s, ev, cfg, out)
+            precursor.on_storage(st.pre, ev, out)
         else:
             storage.on_mount(s, ev, out)
     elif k == "hw.sensor":

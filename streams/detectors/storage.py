@@ -1,5 +1,7 @@
 """Storage detectors: latency / throughput against the mount's own EWMA baseline, mount
-state, capacity."""
+state, capacity. Sample-based signals carry the sample's ``fs_type`` (None when the
+collector omits it): correlation's locality rule reads it (a local file system explains
+only jobs on its own node)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> Non
                 st.full_fired = True
                 out.append(make("storage_full", subj, ev, "storage", "critical",
                                 f"{path} {u:.1f}% full (seen from {ev.node})",
-                                category="storage_full", component=subj, score=0.75, data={"path": path, "used_pct": u}))
+                                category="storage_full", component=subj, score=0.75,
+                                data={"path": path, "used_pct": u, "fs_type": d.fs_type}))
         elif u < cfg.storage_full_pct - 2:
             st.full_fired = False
     rl, wl = d.read_lat_ms, d.write_lat_ms
@@ -62,7 +65,7 @@ def on_sample(st: MountState, ev, cfg: DetectorConfig, out: list[Signal]) -> Non
                                 f"{tput:.0f} MB/s (baseline {st.tput:.0f} MB/s)",
                                 category="storage_slow", component=subj, score=0.65,
                                 data={"path": path, "lat_ms": lat, "base_lat_ms": round(st.lat, 2),
-                                      "mbps": tput, "base_mbps": round(st.tput, 1)}))
+                                      "mbps": tput, "base_mbps": round(st.tput, 1), "fs_type": d.fs_type}))
             return  # anomalies stay out of the baseline
         st.bad = 0
         st.slow_fired = False

@@ -46,14 +46,15 @@ JOIN_AT = (0.05, 0.25)
 KILL_AT = (0.35, 0.55)
 
 
-# non-strict: the stuck commits come and go with timing, and a strict mark turns a lucky
-# pass into a red CI; an XPASS shows in the summary (-ra): then fix and remove the mark
+# non-strict (an XPASS shows in -ra): 5/5 in three runs this session, but seed 105 failed in the
+# last fresh-clone run on fields beyond the issue's list: a leaf uplink's link-down (a 0.01
+# alternative diagnose weighs) never reached the new owner's job (fabric signals travel under
+# one key: README "Spine-port signals"), so hypotheses, affected, evidence and ruled_out differed
 @pytest.mark.xfail(strict=False, reason=(
-    "issue 14 rebalance gate, open (session 4, 5 trials at 540bb17: 1 held). 4 trials ended with the "
-    "group's committed offsets behind on 4-6 node partitions although no worker held a head gap (a commit "
-    "that failed during the rebalance is taken as done by Faust's _commit_offsets, and an idle partition "
-    "never commits again); seed 104 also lost a cuda_oom runtime record after the move (application "
-    "instead of gpu_oom). The store is exact in every trial. Crash trials (one worker) hold."))
+    "issue 14, open (session 5): after a SIGKILL and a move, a switch uplink's signal (fabric key) can "
+    "miss a job on another worker: one 0.01 network_link alternative, its evidence, affected port and "
+    "ruled_out differ from diagnose (seed 105, 05:00 fresh-clone run); job/attempt/category/component/"
+    "checkpoint/lost GPU-h/retry were equal; docs/reliability.md"))
 def test_rebalance_under_input(settings, tmp_path):
     failed = []
     for seed in SEEDS:
@@ -106,4 +107,6 @@ def one_trial(s, workdir, seed: int) -> str:
             problems = settle_and_check(s, fleet, inc, exp, traffic, tl, killed=[victim])
         finally:
             inc.stop()
+        if problems:   # shown at once under -s (the full report, with the logs, ends the test)
+            print("\n".join(p[:3000] for p in problems[:20]), flush=True)
         return report(tl, problems, fleet) if problems else ""

@@ -1,0 +1,401 @@
+"""Broker failures (issue 18): fleet traffic from the collectors' publishing path (the on-disk
+spool, ``producers/spool.py`` ``SpoolingPublisher``) into a 3-broker KRaft cluster on loopback
+(``infra/kafka/kafka.sh``, ``KAFKA_NODES=3``), two analysis workers and a sink, while:
+
+1. one broker (not the active controller) is killed with SIGKILL mid-stream and brought back;
+2. then the active controller (the KRaft quorum leader, ``kafka.sh controller``) is killed with
+   SIGKILL and brought back;
+3. then the whole cluster is stopped for ``OUTAGE_S`` (60 s) while the spool keeps taking
+   events, and restarted.
+
+After each failure the test waits until the cluster is whole again (every partition of the
+test's topics has all its replicas in sync) and the spool has delivered everything it took
+before the restart, and records how long both took. At the end, the checks every reliability
+test makes (``harness.settle_and_check``): every produced event is in the store exactly once
+under FINAL, every incident revision is one `faultline diagnose` emits over the same events and
+the latest equal diagnose's, committed lag 0. Alerts: the at-least-once guarantee of
+docs/reliability.md allows an alert to be published again with the same id (the store collapses
+it); so no alert id diagnose does not emit, every one diagnose emits is there, one stored row per
+id under FINAL, and copies of one id carry the same content. Their count is printed.
+
+The topics' layout is checked too: the contract's and the worker's internal topics (created by
+``ensure_topics``) and the tables' changelog topics (declared by Faust through the worker's
+producer, ``streams/faust_producer.py``) have 3 replicas and min.insync.replicas 2.
+
+One run covers the three failures in sequence (~4 min on the shared 2-core machine: the
+60 s outage and five broker starts are most of it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from faultline.config import Settings
+from faultline.producers.simulate.kafka import topic_key
+from faultline.producers.spool import SpoolingPublisher
+from faultline.schemas.outputs import Alert
+from faultline.schemas.registry import ALERTS
+from faultline.streams.engine import Engine, EngineConfig
+from faultline.streams.faust_topics import ensure_topics
+from harness import (Expectation, Fleet, IncidentLog, Timeline, fleet_traffic, pipeline_settings, report,
+                     settle_and_check)
+from test_kafka_cluster import NODES, Cluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+SEED = 301
+#: events/s through the spool (the ~48k events of fleet_traffic take ~2 min at this rate)
+RATE = 400
+#: the whole cluster is down this long (issue 18)
+OUTAGE_S = 60.0
+#: a killed broker stays down this long before `kafka.sh up` starts it again (writes go on
+#: with 2 of 3 replicas in sync, min.insync.replicas 2)
+BROKER_DOWN_S = 3.0
+#: the feeder's limit (share of the input) in each phase and the share spooled before its failure;
+#: the last limit is all of it: what is left is spooled while the whole cluster is down
+PHASES = ((0.25, 0.06), (0.50, 0.30), (1.0, 0.55))
+#: every phase's recovery (cluster in sync, spool delivered) within this
+RECOVERY_TIMEOUT_S = 120.0
+
+
+class SpoolFeeder:
+    """The collectors' publishing path in a thread: ``SpoolingPublisher.send_raw`` for every
+    line at ``rate`` events/s, never past ``limit`` (a share of the lines the test raises
+    phase by phase). ``spooled``/``sent`` are the spool's counters (appended / acknowledged
+    by the broker); ``join()`` waits until every line is acknowledged."""
+
+    def __init__(self, settings: Settings, lines: list[bytes], rate: float, spool_dir: Path,
+                 *, chunk: int = 100) -> None:
+        self.settings = settings
+        self.lines = lines
+        self.rate = rate
+        self.chunk = chunk
+        self.spool_dir = spool_dir
+        self.limit = 0
+        self.error: BaseException | None = None
+        self.stats: dict[str, int] = {}
+        self.pub: SpoolingPublisher | None = None
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="spool-feeder", daemon=True)
+
+    def start(self, limit: float) -> "SpoolFeeder":
+        self.set_limit(limit)
+        self._thread.start()
+        return self
+
+    def set_limit(self, share: float) -> None:
+        self.limit = int(len(self.lines) * share)
+
+    @property
+    def spooled(self) -> int:
+        return self.pub.stats["spooled"] if self.pub else 0
+
+    @property
+    def sent(self) -> int:
+        return self.pub.stats["sent"] if self.pub else 0
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._feed())
+        except BaseException as e:  # noqa: BLE001 - reported by the waits and join()
+            self.error = e
+
+    async def _feed(self) -> None:
+        pub = self.pub = SpoolingPublisher(self.settings, spool_dir=self.spool_dir)
+        await pub.start()
+        try:
+            i = 0
+            while i < len(self.lines):
+                if i >= self.limit:
+                    await asyncio.sleep(0.05)
+                    continue
+                end = min(i + self.chunk, self.limit)
+                for line in self.lines[i:end]:
+                    topic, key, ts = topic_key(line)
+                    await pub.send_raw(topic, key, line, ts)
+                i = end
+                await asyncio.sleep(self.chunk / self.rate)
+            while not await pub.flush(timeout_s=5.0):
+                if self._done:
+                    break
+        finally:
+            self.stats = dict(pub.stats)
+            await pub.stop()
+
+    def wait(self, what: str, cond, timeout_s: float) -> float:
+        """Seconds until ``cond()``; fails naming ``what`` (and the feeder's error)."""
+        t0 = time.monotonic()
+        while not cond():
+            if self.error is not None:
+                raise self.error
+            if time.monotonic() - t0 > timeout_s:
+                raise AssertionError(f"{what}: not after {timeout_s:.0f} s (spooled {self.spooled}, "
+                                     f"acknowledged {self.sent} of {len(self.lines)})")
+            time.sleep(0.1)
+        return time.monotonic() - t0
+
+    def join(self, timeout_s: float) -> None:
+        self.set_limit(1.0)
+        self._thread.join(timeout_s)
+        self._done = True
+        if self.error is not None:
+            raise self.error
+        assert not self._thread.is_alive(), f"spool feeder not done after {timeout_s:.0f} s: {self.stats}"
+
+
+async def _topic_layout(settings: Settings) -> dict[str, tuple[set[int], str, bool]]:
+    """Every topic of the test (its prefix, the changelogs included): (replica counts of its
+    partitions, min.insync.replicas, every partition's replicas all in sync)."""
+    admin = AIOKafkaAdminClient(**settings.kafka_kwargs(), request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        names = [n for n in await admin.list_topics() if n.startswith(settings.topic_prefix)]
+        out: dict[str, tuple[set[int], str, bool]] = {}
+        isr_conf: dict[str, str] = {}
+        res = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, n, {"min.insync.replicas": None}) for n in names])
+        for r in res:
+            for (_c, _m, _t, name, entries) in r.resources:
+                isr_conf[name] = {e[0]: e[1] for e in entries}.get("min.insync.replicas", "?")
+        for d in await admin.describe_topics(names):
+            parts = d["partitions"]
+            out[d["topic"]] = ({len(p["replicas"]) for p in parts}, isr_conf.get(d["topic"], "?"),
+                               bool(parts) and all(set(p["isr"]) == set(p["replicas"]) for p in parts))
+        return out
+    finally:
+        await admin.close()
+
+
+def _in_sync(settings: Settings) -> bool:
+    try:
+        layout = asyncio.run(_topic_layout(settings))
+    except Exception:  # noqa: BLE001 - the cluster is still coming back
+        return False
+    return bool(layout) and all(ok for _, _, ok in layout.values())
+
+
+async def _read_alerts(settings: Settings) -> list[bytes]:
+    """Every record of fl.alerts, from the beginning to the end offsets."""
+    name = settings.topic(ALERTS)
+    admin = AIOKafkaAdminClient(**settings.kafka_kwargs(), request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        (meta,) = await admin.describe_topics([name])
+    finally:
+        await admin.close()
+    tps = [TopicPartition(name, p["partition"]) for p in meta["partitions"]]
+    assert tps, f"{name}: no partitions ({meta})"
+    c = AIOKafkaConsumer(**settings.kafka_kwargs(), enable_auto_commit=False, group_id=None,
+                         auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign(tps)
+        await c.seek_to_beginning(*tps)
+        ends = await c.end_offsets(tps)
+        out: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            behind = [tp for tp in tps if await c.position(tp) < ends[tp]]
+            if not behind:
+                break
+            for recs in (await c.getmany(*behind, timeout_ms=500)).values():
+                out += [r.value for r in recs]
+        return out
+    finally:
+        await c.stop()
+
+
+def _alert_problems(settings: Settings, lines: list[bytes],
+                    records: list[bytes]) -> tuple[list[str], list[str], str]:
+    """Alerts against diagnose's: (problems, alerts diagnose does not emit, the figures line)."""
+    eng = Engine(EngineConfig.from_settings(settings))
+    want = {o.id for o in [*eng.process(lines), *eng.finish()] if isinstance(o, Alert)}
+    by_id: dict[str, set[bytes]] = {}
+    for v in records:
+        d = orjson.loads(v)
+        by_id.setdefault(d["id"], set()).add(orjson.dumps(d, option=orjson.OPT_SORT_KEYS))
+    copies = Counter(orjson.loads(v)["id"] for v in records)
+    again = {i: n for i, n in copies.items() if n > 1}
+    problems = []
+    extra = [f"alert {i} ({d['detector']} on {d.get('subject')} from {d.get('node')} at {d['ts']}) diagnose does not emit"
+             for i, d in sorted((orjson.loads(min(vs))["id"], orjson.loads(min(vs))) for vs in by_id.values())
+             if i not in want]
+    if want - set(by_id):
+        problems.append(f"alerts missing: {sorted(want - set(by_id))[:10]}")
+    differ = sorted(i for i, vs in by_id.items() if len(vs) > 1)
+    if differ:
+        problems.append(f"alert ids published with different content: {differ[:10]}")
+    figures = (f"alerts: {len(records)} records, {len(by_id)} ids (diagnose {len(want)}), "
+               f"{len(again)} ids published more than once ({sum(again.values()) - len(again)} extra copies)")
+    return problems, extra, figures
+
+
+def _stored_alert_problems(settings: Settings) -> list[str]:
+    from faultline.sinks.store import open_store
+
+    store = open_store(settings)
+    try:
+        rows = store.query("SELECT id, count() AS n FROM alerts FINAL GROUP BY id HAVING n != 1")
+    finally:
+        store.close()
+    return [f"alerts stored more than once under FINAL: {rows[:5]}"] if rows else []
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("bf-cluster"))
+    c.sh("up")
+    c.sh("controller")   # compiles the quorum tool once (kafka.sh caches it), before the input flows
+    try:
+        yield c
+    finally:   # SIGKILL: the data is not needed, a controlled shutdown of 3 nodes takes 10-30 s;
+        for n in range(1, NODES + 1):   # the logs stay in the test's tmp dir (pytest rotates them)
+            c.sh("kill", str(n))
+
+
+def _new_controller(cluster: Cluster, old: int, timeout_s: float = 30.0) -> int:
+    """The quorum's leader once it is another node than ``old`` (the killed one)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            now = int(cluster.sh("controller", timeout=60).strip())
+        except AssertionError:   # no leader elected yet: the Admin call timed out
+            now = old
+        if now != old:
+            return now
+        assert time.monotonic() < deadline, f"the quorum still names the killed node {old} its leader"
+        time.sleep(1.0)
+
+
+def _recover(cluster: Cluster, s: Settings, feeder: SpoolFeeder, tl: Timeline, what: str,
+             figures: dict[str, float]) -> None:
+    """After `kafka.sh up`: until every partition is in sync and the spool has delivered all it
+    took before the restart; the two times go into ``figures``."""
+    taken = feeder.spooled
+    t = feeder.wait(f"{what}: every partition of the test's topics in sync", lambda: _in_sync(s),
+                    RECOVERY_TIMEOUT_S)
+    figures[f"{what}: in sync after up (s)"] = round(t, 1)
+    t = feeder.wait(f"{what}: the spool delivered what it took", lambda: feeder.sent >= taken,
+                    RECOVERY_TIMEOUT_S)
+    figures[f"{what}: spool delivered after in sync (s)"] = round(t, 1)
+    tl.mark(f"{what}: recovered (in sync, spool delivered {taken})")
+
+
+@dataclass
+class Outcome:
+    problems: list[str]          # every check but the alerts diagnose does not emit
+    extra_alerts: list[str]
+    report: str                  # timeline, figures, process logs
+
+
+@pytest.fixture(scope="module")
+def outcome(cluster, tmp_path_factory) -> Outcome:
+    """The one run of the three failures, shared by the tests below."""
+    return _scenario(cluster, tmp_path_factory.mktemp("bf"))
+
+
+def test_broker_kill_controller_kill_and_cluster_outage(outcome):
+    """Every event stored once, incidents = diagnose, alerts: diagnose's ids, each stored once."""
+    assert not outcome.problems, outcome.report
+
+
+@pytest.mark.xfail(strict=False, reason="open (streams/engine.py Engine._alert): alert de-dup by subject+kind lives in "
+                   "each worker's memory, so a subject several nodes share (path:/datasets) seen by two workers or after "
+                   "a rebalance is alerted again under a new id (3 storage_slow alerts where diagnose raises 1, "
+                   "NOTES 06:58); depends on which worker owns which node")
+def test_no_alert_diagnose_does_not_raise(outcome):
+    assert not outcome.extra_alerts, "\n".join(outcome.extra_alerts) + "\n" + outcome.report.split("\n")[0]
+
+
+def _scenario(cluster: Cluster, tmp_path: Path) -> Outcome:
+    t_start = time.monotonic()
+    base = replace(Settings(), kafka_bootstrap=cluster.bootstrap, topic_prefix=f"bf{uuid.uuid4().hex[:6]}.",
+                   store_path=str(tmp_path / "store"), spool_dir=str(tmp_path / "spool"))
+    s = pipeline_settings(base)
+    tl = Timeline(SEED)
+    traffic = fleet_traffic(SEED)
+    exp = Expectation.of(traffic.lines, s)
+    assert len(exp.live) >= 3, f"seed {SEED}: the traffic must have several interruptions: {exp.live}"
+    tl.mark(f"{traffic.n} events, {len(exp.latest)} incidents expected; cluster {cluster.bootstrap}")
+    asyncio.run(ensure_topics(s))
+    inc = IncidentLog(s).start()
+    figures: dict[str, float] = {}
+    problems: list[str] = []
+    extra: list[str] = []
+    with Fleet(s, tmp_path, tl) as fleet:
+        try:
+            fleet.start_sink()
+            workers = [fleet.add_worker(), fleet.add_worker()]
+            fleet.wait_one_generation(workers)
+            layout = asyncio.run(_topic_layout(s))
+            changelogs = [n for n in layout if n.endswith("-changelog")]
+            assert changelogs, f"no changelog topic under {s.topic_prefix}: {sorted(layout)}"
+            bad = {n: v[:2] for n, v in layout.items() if v[:2] != ({NODES}, "2")}
+            assert not bad, f"topics not replicated {NODES} ways with min.insync.replicas 2: {bad}"
+
+            feeder = SpoolFeeder(s, traffic.lines, RATE, tmp_path / "collector-spool").start(PHASES[0][0])
+            tl.mark("input starts (through the spool)")
+            # 1. one broker, not the active controller, SIGKILLed mid-stream and brought back
+            feeder.wait("phase 1 input", lambda: feeder.spooled >= traffic.n * PHASES[0][1], 60)
+            ctrl = int(cluster.sh("controller").strip())
+            victim = next(n for n in range(1, NODES + 1) if n != ctrl)
+            cluster.sh("kill", str(victim))
+            tl.mark(f"broker {victim} SIGKILL (controller is {ctrl})")
+            time.sleep(BROKER_DOWN_S)
+            cluster.sh("up")
+            tl.mark(f"broker {victim} back")
+            _recover(cluster, s, feeder, tl, "broker kill", figures)
+            # 2. the active controller SIGKILLed and brought back
+            feeder.set_limit(PHASES[1][0])
+            feeder.wait("phase 2 input", lambda: feeder.spooled >= traffic.n * PHASES[1][1], 120)
+            ctrl = int(cluster.sh("controller").strip())
+            cluster.sh("kill", str(ctrl))
+            tl.mark(f"active controller {ctrl} SIGKILL")
+            time.sleep(BROKER_DOWN_S)
+            new_ctrl = _new_controller(cluster, ctrl)
+            cluster.sh("up")
+            tl.mark(f"node {ctrl} back (controller now {new_ctrl})")
+            _recover(cluster, s, feeder, tl, "controller kill", figures)
+            # 3. the whole cluster down for OUTAGE_S while the spool keeps taking events
+            feeder.set_limit(PHASES[2][0])
+            feeder.wait("phase 3 input", lambda: feeder.spooled >= traffic.n * PHASES[2][1], 120)
+            t_down = time.monotonic()
+            cluster.sh("down")
+            tl.mark("cluster down")
+            sent_down, spooled_down = feeder.sent, feeder.spooled
+            time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - t_down)))
+            took = feeder.spooled - spooled_down
+            figures["outage: events spooled while the cluster was down"] = took
+            assert took > RATE * 10, f"the spool took only {took} events during the outage"
+            assert feeder.sent == sent_down, "acknowledged while every broker was down?"
+            cluster.sh("up")
+            tl.mark(f"cluster back after {time.monotonic() - t_down:.1f} s ({took} events spooled meanwhile)")
+            _recover(cluster, s, feeder, tl, "cluster outage", figures)
+
+            feeder.join(300)
+            tl.mark(f"input all acknowledged: {feeder.stats}")
+            assert feeder.stats["dropped"] == 0 and feeder.stats["set_aside"] == 0, feeder.stats
+            problems = settle_and_check(s, fleet, inc, exp, traffic, tl)
+            try:
+                alert_problems, extra, alert_line = _alert_problems(s, traffic.lines, asyncio.run(_read_alerts(s)))
+                tl.mark(alert_line)
+                problems += alert_problems + _stored_alert_problems(s)
+            except Exception as e:  # noqa: BLE001 - reported with the other problems
+                problems.append(f"checking the alerts failed: {type(e).__name__}: {e}")
+        finally:
+            inc.stop()
+        figures["test seconds"] = round(time.monotonic() - t_start, 1)
+        print(f"[broker failures] {figures}", flush=True)
+        return Outcome(problems, extra, report(tl, problems + extra, fleet, extra=str(figures)))
