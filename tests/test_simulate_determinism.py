@@ -6,6 +6,8 @@ import hashlib
 import subprocess
 import sys
 
+import orjson
+
 from faultline.producers.simulate import DEFAULT_START_MS, Delivery, Intervals, Simulation, simulate
 
 HOUR = 3_600_000
@@ -76,3 +78,26 @@ def test_day_start_pins_the_story_at_any_hour():
     pinned = {tuple(_story(s, day_start_ms=DEFAULT_START_MS)) for s in starts}
     assert len(pinned) == 1
     assert pinned == {tuple(_story(DEFAULT_START_MS))}
+
+
+def test_simulate_to_kafka_is_the_file_s_story():
+    """``faultline simulate --kafka`` ends the run at about now, ``--out`` starts at the
+    default start: the CLI pins the story to the default start's time of day, so both give
+    the same events, only shifted in time (test_sasl_ssl counted 24,990 records on the broker
+    for a 24,959-line file when the CI ran at 15:40 UTC)."""
+    import argparse
+
+    from faultline.commands.simulate import _options, register
+    from faultline.producers.simulate import Simulation
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["simulate", "--scenario", "gpu-xid79", "--seed", "3", "--nodes", "4", "--hours", "1"])
+    to_file, to_kafka = _options(args), _options(args)
+    to_kafka.start_ms = 1_796_220_000_000          # what --kafka sets at 15:00 UTC (2026-12-02)
+
+    def shape(o) -> list[tuple]:
+        return [(d["kind"], d.get("node"), d.get("job"), d["ts"] - o.start_ms)
+                for d in map(orjson.loads, Simulation("gpu-xid79", 3, o).lines())]
+
+    assert shape(to_file) == shape(to_kafka)

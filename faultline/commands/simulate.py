@@ -55,8 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _options(args: argparse.Namespace):
     from ..producers.simulate import DEFAULT_START_MS, Delivery, Intervals, Options
 
+    # day_start_ms: the story (job arrivals follow the time of day) is the one of --start, or
+    # of the default start, wherever --kafka places the run in time: `simulate --out` and
+    # `simulate --kafka` of one seed give the same events, only their timestamps differ
     return Options(nodes=args.nodes, gpus_per_node=args.gpus_per_node, hours=args.hours,
-                   start_ms=args.start or DEFAULT_START_MS,
+                   start_ms=args.start or DEFAULT_START_MS, day_start_ms=args.start or DEFAULT_START_MS,
                    intervals=Intervals(gpu=args.gpu_interval, hw=args.hw_interval, net_port=args.net_interval,
                                        net_rdma=args.net_interval, storage=args.storage_interval),
                    delivery=Delivery(out_of_order=args.out_of_order, max_delay_s=args.max_delay,
