@@ -40,11 +40,14 @@ import ipaddress
 import logging
 import re
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, TYPE_CHECKING
 
 import orjson
 
 from .store import QueryRejected, StoreBusy, StoreError, StoreTimeout, store_tables
+
+if TYPE_CHECKING:
+    from ..streams.services import Services
 
 log = logging.getLogger("faultline.sinks.api")
 
@@ -242,29 +245,21 @@ def store_error(e: Exception) -> ApiError:
 
 
 # ------------------------------------------------------------------ views
-def register_views(app: Any) -> None:
+def register_views(app: Any, services: Services) -> None:
     """Add the SQL API views to a Faust app (``streams.app.create_app`` calls this).
 
-    The store is ``app.faultline_store`` when the sink set it, else opened lazily from
-    ``app.faultline_settings`` (in the same process chDB shares one session per directory).
-    Each view checks the token itself too (an app built without :func:`web_options`).
+    The store is ``services.store`` (``streams.services.Services``) when the sink set it,
+    else opened from ``services.settings`` on first use (in the same process chDB shares one
+    session per directory). Each view checks the token itself too (an app built without
+    :func:`web_options`).
     """
     from faust import web
 
-    state: dict[str, Any] = {}
-
     def get_store() -> Any:
-        st = getattr(app, "faultline_store", None) or state.get("store")
-        if st is None:
-            from ..config import load
-            from .store import open_store
-
-            settings = getattr(app, "faultline_settings", None) or load()
-            st = state["store"] = open_store(settings)
-        return st
+        return services.open_store()
 
     def token() -> str | None:
-        return getattr(getattr(app, "faultline_settings", None), "api_token", None)
+        return services.api_token
 
     async def respond(view: Any, request: Any, payload: Mapping[str, Any]) -> Any:
         try:
@@ -300,6 +295,6 @@ def register_views(app: Any) -> None:
                 authorize(request.headers, getattr(request, "remote", None), token())
             except ApiError as e:
                 return error_response(self, e)
-            st = getattr(app, "faultline_store", None) or state.get("store")
+            st = services.store
             where = f"{st.backend}:{st.location}" if st is not None else "not opened yet"
             return self.json({"ok": True, "store": where})

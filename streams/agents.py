@@ -1,4 +1,4 @@
-"""Faust agents, tables and timers of the faultline worker (``install(app, settings)``).
+"""Faust agents, tables and timers of the faultline worker (``install(app, services)``).
 
 Thin shells over the pure core, split by Kafka key in ``streams.faust_engine``: decode in
 batches, dead-letter bad input, de-duplicate, run the node side / job side, write outputs.
@@ -70,6 +70,7 @@ from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, 
 from .faust_topics import JOBS, SIGNALS
 from .faust_watermark import ALWAYS, RecoveryGate, Watermarks
 from .join import index_keys
+from .services import Services
 
 log = logging.getLogger("faultline.streams.agents")
 
@@ -1066,12 +1067,14 @@ class Worker:
         return d
 
 
-def install(app: Any, settings: Settings) -> Worker:
-    """Define the topics, tables, agents and timers on ``app``; returns the wired worker."""
+def install(app: Any, services: Services) -> Worker:
+    """Define the topics, tables, agents and timers on ``app``; returns the wired worker
+    (its ``/metrics`` source is added to ``services.metrics``)."""
+    settings = services.settings
     w = Worker(app, settings)
-    from ..metrics import WorkerSource, register
+    from ..metrics import WorkerSource
 
-    register(app, WorkerSource(w))      # GET /metrics (faultline.metrics.web) reads it when scraped
+    services.metrics.add(WorkerSource(w, settings))   # GET /metrics (faultline.metrics.web) reads it when scraped
     T = settings.topic
     node_topic = app.topic(*(T(t) for t in NODE_TOPICS))
     job_topic = app.topic(*(T(t) for t in JOB_TOPICS + (JOBS,)))

@@ -1,6 +1,7 @@
 """The Faust application: ``create_app(settings)`` builds a configured ``faust.App`` with the
 faultline agents, tables and timers installed (``streams.agents``) and the optional web views
-of other modules registered (``register_views``).
+of other modules registered (``register_views``). What they share (settings, ``/metrics``
+registry, store) is one ``streams.services.Services``, passed to each explicitly.
 
 Topics carry raw bytes (``value_serializer='raw'``); agents decode them in batches with
 ``schemas.decode`` so a bad message becomes a dead-letter record instead of a crash.
@@ -21,10 +22,11 @@ import faust
 
 from ..config import Settings
 from ..sinks.api import web_options
+from .services import Services
 
 log = logging.getLogger("faultline.streams.app")
 
-#: modules that may define ``register_views(app)`` (Faust web views); missing ones are skipped
+#: modules that may define ``register_views(app, services)`` (Faust web views); missing ones are skipped
 VIEW_MODULES: tuple[str, ...] = ("faultline.sinks.api", "faultline.streams.web", "faultline.metrics.web")
 
 
@@ -96,11 +98,13 @@ class FaultlineApp(faust.App):
 
 def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bool = False,
                web_port: int | None = None, datadir: str | Path | None = None,
-               install: bool = True, **conf: Any) -> faust.App:
+               install: bool = True, services: Services | None = None, **conf: Any) -> faust.App:
     """Build the faultline Faust app for ``settings``.
 
-    ``install=False`` returns the bare configured app (no agents), for tools that only
-    need the configuration. Extra keyword arguments override Faust settings.
+    ``services``: what the app's agents and views share (``Services(settings)`` when not
+    given; a caller that installs more, e.g. the sink, passes its own). ``install=False``
+    returns the bare configured app (no agents), for tools that only need the configuration.
+    Extra keyword arguments override Faust settings.
     """
     from .faust_compat import BrokerAwayFilter, check_versions, patch_recovery
 
@@ -141,25 +145,30 @@ def create_app(settings: Settings, *, app_id: str | None = None, web_enabled: bo
     )
     options.update(conf)
     app = FaultlineApp(app_id, **options)
-    app.faultline_settings = settings  # type: ignore[attr-defined]   # read by sinks.api / streams.web
+    services = services or Services(settings)
+
+    @app.on_before_shutdown.connect
+    async def _close_metrics(sender: Any, **kw: Any) -> None:
+        await services.metrics.close()   # the sources' clients (group offsets)
+
     if install:
-        install_all(app, settings)
+        install_all(app, services)
     return app
 
 
-def install_all(app: faust.App, settings: Settings) -> None:
+def install_all(app: faust.App, services: Services) -> None:
     """Install the agents of every piece and register the optional web views."""
     from . import agents
 
-    agents.install(app, settings)
+    agents.install(app, services)
     from . import agents_findings  # proactive findings (H3c): fleet-wide tracker agent
 
-    agents_findings.install(app, settings)
-    register_views(app)
+    agents_findings.install(app, services.settings)
+    register_views(app, services)
 
 
-def register_views(app: faust.App, modules: tuple[str, ...] = VIEW_MODULES) -> list[str]:
-    """Call ``register_views(app)`` of every module in ``modules`` that exists.
+def register_views(app: faust.App, services: Services, modules: tuple[str, ...] = VIEW_MODULES) -> list[str]:
+    """Call ``register_views(app, services)`` of every module in ``modules`` that exists.
 
     Other pieces (the SQL API of the sink, the incident web page) add their Faust web views
     this way without this file knowing them. Returns the modules that registered.
@@ -174,7 +183,7 @@ def register_views(app: faust.App, modules: tuple[str, ...] = VIEW_MODULES) -> l
             raise
         fn = getattr(mod, "register_views", None)
         if fn is not None:
-            fn(app)
+            fn(app, services)
             done.append(name)
     if done:
         log.info("web views registered", extra={"modules": done})

@@ -32,7 +32,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
@@ -41,6 +41,9 @@ from ..config import Settings
 from ..metrics.counters import SinkCounts
 from ..schemas.codec import ContractError, dead_letter, decode, now_ms
 from ..schemas.registry import DEADLETTER, INPUT_TOPICS, OUTPUT_TOPICS
+
+if TYPE_CHECKING:
+    from .services import Services
 
 log = logging.getLogger("faultline.streams.sink")
 
@@ -382,16 +385,17 @@ class SinkConsumer:
             self.on_stored(n)
 
 
-def install(app: Any, settings: Settings, store: Any, writer: Any, *, group_id: str,
+def install(app: Any, services: Services, store: Any, writer: Any, *, group_id: str,
             max_rows: int = 20_000, within_s: float = 1.0) -> SinkConsumer:
     """Host the sink in the Faust ``app`` as a task (``faultline worker --sink``, ``faultline
-    sink``); ``app.faultline_store`` lets the SQL API and the incident page read the store.
+    sink``); ``services.store`` (``streams.services.Services``) lets the SQL API and the
+    incident page read the store, ``services.metrics`` gets the sink's ``/metrics`` source.
     On shutdown the batch in flight is stored and committed first (bounded by STOP_WAIT_S)."""
-    app.faultline_store = store  # type: ignore[attr-defined]   # sinks.api / streams.web read it
-    sink = SinkConsumer(settings, writer, group_id=group_id, max_rows=max_rows, within_s=within_s)
-    from ..metrics import SinkSource, register
+    services.store = store
+    sink = SinkConsumer(services.settings, writer, group_id=group_id, max_rows=max_rows, within_s=within_s)
+    from ..metrics import SinkSource
 
-    register(app, SinkSource(sink))     # GET /metrics (faultline.metrics.web) reads it when scraped
+    services.metrics.add(SinkSource(sink))   # GET /metrics (faultline.metrics.web) reads it when scraped
 
     @app.task
     async def faultline_sink() -> None:

@@ -29,12 +29,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TYPE_CHECKING
 from urllib.parse import urlencode
 
 import orjson
 
 from ..schemas.outputs import CATEGORIES, LAYERS
+
+if TYPE_CHECKING:
+    from .services import Services
 
 log = logging.getLogger("faultline.web")
 
@@ -480,35 +483,26 @@ async def build_history(store: Any, query: Mapping[str, str], now_ms: int) -> st
     return render_history(kind, name, data)
 
 
-def register_views(app: Any) -> None:
+def register_views(app: Any, services: Services) -> None:
     """Add ``/incidents``, ``/incidents/{id}``, ``/fleet`` and ``/history`` to a Faust app
-    (``streams.app`` calls this). Each view checks the API token too (``sinks.api.authorize``),
-    whatever middleware the app has."""
+    (``streams.app`` calls this). They read ``services.store`` (opened on first use when no
+    sink gave one). Each view checks the API token too (``sinks.api.authorize``), whatever
+    middleware the app has."""
     from faust import web
 
     from ..sinks.api import ApiError, authorize, store_error
-
-    def store() -> Any:
-        st = getattr(app, "faultline_store", None)
-        if st is None:
-            from ..config import load
-            from ..sinks.store import open_store
-
-            st = app.faultline_store = open_store(getattr(app, "faultline_settings", None) or load())
-        return st
 
     def page(view: Any, text: str, status: int = 200, headers: dict | None = None) -> Any:
         return view.bytes(text.encode(), content_type="text/html", status=status, headers=headers)
 
     async def serve(view: Any, request: Any, build: Any, *args: Any) -> Any:
         """Authorize, then ``await build(store, *args)`` (a page's text), or the error page."""
-        token = getattr(getattr(app, "faultline_settings", None), "api_token", None)
         try:
-            authorize(request.headers, getattr(request, "remote", None), token)
+            authorize(request.headers, getattr(request, "remote", None), services.api_token)
         except ApiError as e:
             return page(view, error_page("unauthorized", e.reason), e.status)
         try:
-            return page(view, await build(store(), *args))
+            return page(view, await build(services.open_store(), *args))
         except BadRequest as e:
             return page(view, error_page("bad request", str(e)), 400)
         except LookupError as e:
@@ -525,7 +519,7 @@ def register_views(app: Any) -> None:
         found = await aload_incidents(st, incident_id)
         if not found:
             raise LookupError(f"no incident or job {incident_id}")
-        return render_incident(found[0], getattr(app, "faultline_settings", None))
+        return render_incident(found[0], services.settings)
 
     def query_page(build: Any) -> type:
         class QueryView(web.View):

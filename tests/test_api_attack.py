@@ -41,6 +41,7 @@ SERVER = textwrap.dedent("""
     import faust
     from faultline import config
     from faultline.sinks import dataset, open_store
+    from faultline.streams.services import Services
     from faultline.sinks.api import register_views, web_options
     from faultline.streams.web import register_views as page_views
 
@@ -51,10 +52,9 @@ SERVER = textwrap.dedent("""
     dataset.write(store, ds)
     app = faust.App("fl-attack-test", broker="kafka://127.0.0.1:1", web_enabled=True, web_port=port,
                     autodiscover=False, **web_options(settings))
-    app.faultline_settings = settings
-    app.faultline_store = store
-    register_views(app)
-    page_views(app)
+    services = Services(settings, store=store)
+    register_views(app, services)
+    page_views(app, services)
 
     async def main():
         await app.web.start()

@@ -29,6 +29,7 @@ HOLDER = textwrap.dedent("""
     import faust
     from faultline import config
     from faultline.sinks import open_store
+    from faultline.streams.services import Services
     from faultline.sinks.api import register_views, web_options
 
     path, port = sys.argv[1], int(sys.argv[2])
@@ -36,9 +37,8 @@ HOLDER = textwrap.dedent("""
     store = open_store(settings)          # holds the chDB directory, as a worker or sink does
     app = faust.App("fl-findings-cli-test", broker="kafka://127.0.0.1:1", web_enabled=True, web_port=port,
                     autodiscover=False, **web_options(settings))
-    app.faultline_settings = settings
-    app.faultline_store = store
-    register_views(app)
+    services = Services(settings, store=store)
+    register_views(app, services)
 
     async def main():
         await app.web.start()

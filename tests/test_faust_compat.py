@@ -654,9 +654,10 @@ async def test_a_rebalance_forgets_the_event_ids_seen(tmp_path):
     restored state lacks was skipped as a duplicate (a rebalance trial: a GPU's last sample
     missing, its loss reported 10 s late)."""
     from faultline.streams.agents import install
+    from faultline.streams.services import Services
 
     app = create_app(load(), install=False, datadir=tmp_path / "faust")
-    w = install(app, load())
+    w = install(app, Services(load()))
     assert w.node.dedup.fresh("ev-1") and not w.node.dedup.fresh("ev-1")
     await asyncio.wait_for(w.on_revoked(), 10)
     assert w.node.dedup.fresh("ev-1")

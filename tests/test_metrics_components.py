@@ -28,10 +28,13 @@ def test_worker_source_reads_the_real_worker(offline):
     what the collector yields; no partition is assigned, so no lag series."""
     from faultline.streams.agents import decode_events
     from faultline.streams.app import create_app
+    from faultline.streams.services import Services
 
-    app = create_app(offline, app_id="mtest")
-    w = app.faultline_metrics.sources[0].worker if hasattr(app, "faultline_metrics") else None
-    assert w is not None, "streams/agents.install registers a WorkerSource"
+    services = Services(offline)
+    create_app(offline, app_id="mtest", services=services)
+    sources = [s for s in services.metrics.sources if isinstance(s, WorkerSource)]
+    assert len(sources) == 1, "streams/agents.install registers one WorkerSource"
+    w = sources[0].worker
     topic_layer = {offline.topic(t): layer for layer, t in LAYER_TOPICS.items()}
     ok, dead = decode_events([Msg(ev(id="a"), "m.fl.gpu"), Msg(ev(id="b"), "m.fl.gpu"),
                               Msg(b"nope", "m.fl.gpu")], topic_layer)
@@ -39,7 +42,7 @@ def test_worker_source_reads_the_real_worker(offline):
     w.stats.counts.add_dead_letters(dead)
     w.stats.counts.node_batch.observe(0.003)
     w.stats.failed = 2
-    src = WorkerSource(w)
+    src = WorkerSource(w, offline)
     m = Metrics(process=False)
     m.add(src)
     got = samples(generate_latest(m.registry).decode())
@@ -90,10 +93,12 @@ def test_docs_list_every_series_and_the_rules_use_real_ones(offline, tmp_path):
     from faultline.sinks import SinkWriter, open_store
     from faultline.streams.app import create_app
     from faultline.streams.faust_sink import SinkConsumer
+    from faultline.streams.services import Services
 
     root = Path(__file__).resolve().parent.parent
-    app = create_app(offline, app_id="mdocs")
-    wsrc = app.faultline_metrics.sources[0]
+    services = Services(offline)
+    create_app(offline, app_id="mdocs", services=services)
+    wsrc = services.metrics.sources[0]
     wsrc.lag.set({("m.fl.gpu", 0): 5}, {("m.fl.gpu", 0): 3})
     store = open_store(offline)
     try:

@@ -20,6 +20,7 @@ SERVER = textwrap.dedent("""
     import faust
     from faultline import config
     from faultline.sinks import dataset, open_store
+    from faultline.streams.services import Services
     from faultline.sinks.api import register_views
 
     path, port = sys.argv[1], int(sys.argv[2])
@@ -29,9 +30,8 @@ SERVER = textwrap.dedent("""
     dataset.write(store, ds)
     app = faust.App("fl-api-test", broker="kafka://127.0.0.1:1", web_enabled=True, web_port=port,
                     web_bind="127.0.0.1", autodiscover=False)
-    app.faultline_settings = settings
-    app.faultline_store = store
-    register_views(app)
+    services = Services(settings, store=store)
+    register_views(app, services)
 
     async def main():
         await app.web.start()

@@ -56,3 +56,22 @@ async def test_core_failures_become_dead_letters_with_reason_and_origin(tmp_path
     assert "ZeroDivisionError" in dead[2]["reason"]
     await box.failures(side)                       # taken once: nothing twice
     assert len(box.dead_out.values) == 3
+
+
+def test_what_the_pieces_share_is_passed_not_hung_on_the_app(tmp_path):
+    """Issue 14 item 8: the worker's agents, the sink and the web views get one ``Services``
+    explicitly; the Faust app carries no faultline attribute for a module to look up, and
+    the views answer from the services they were given (the page reads its store)."""
+    from faultline.streams.app import FaultlineApp
+    from faultline.streams.services import Services
+
+    settings = load(store_path=str(tmp_path / "store"))
+    services = Services(settings)
+    app = create_app(settings, web_enabled=True, datadir=tmp_path / "faust", services=services)
+    ours = {k for k in vars(app) if k.startswith("faultline")} - set(vars(FaultlineApp))
+    assert not ours, f"service-locator attributes on the Faust app: {sorted(ours)}"
+    kinds = [type(s).__name__ for s in services.metrics.sources]
+    assert kinds == ["WorkerSource"], kinds   # agents.install added the worker's /metrics source
+    assert services.store is None             # no sink: opened by the first page or API call
+    paths = {str(r.resource.canonical) for r in app.web.web_app.router.routes()}
+    assert {"/incidents", "/faultline/api/sql", "/metrics"} <= paths, paths

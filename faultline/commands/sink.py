@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..streams import faust_sink
     from ..streams.app import register_views
+    from ..streams.services import Services
 
     workdir = Path(args.workdir or "var/sink").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -47,10 +48,11 @@ def run(args: argparse.Namespace) -> int:
     web_port = args.web_port if args.web_port is not None else settings.web_port
     # a Faust app with no agents hosts the web views and runs the sink as a task; its own
     # app id keeps Faust's (agent-less) consumer out of the sink's group
+    services = Services(settings)
     app = build_app(settings, app_id=f"{group}-web", web_enabled=not args.no_web,
-                    web_port=web_port, datadir=workdir / "faust")
+                    web_port=web_port, datadir=workdir / "faust", services=services)
     store, writer = open_sink_or_fail(settings)
-    faust_sink.install(app, settings, store, writer, group_id=group, max_rows=max(1, args.batch_rows))
+    faust_sink.install(app, services, store, writer, group_id=group, max_rows=max(1, args.batch_rows))
     if not args.no_web:
-        register_views(app)
+        register_views(app, services)
     return serve(app, workdir, args.loglevel, settings, store)

@@ -106,18 +106,20 @@ def run(args: argparse.Namespace) -> int:
     settings = prepare(args)
 
     from ..streams.app import install_all
+    from ..streams.services import Services
 
     workdir = Path(args.workdir or "var/worker").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     web_port = args.web_port
     if web_port is None and os.environ.get("FAULTLINE_WEB_PORT"):
         web_port = settings.web_port
+    services = Services(settings)
     app = build_app(settings, app_id=args.app_id, web_enabled=web_port is not None,
-                    web_port=web_port, datadir=workdir / "faust")
+                    web_port=web_port, datadir=workdir / "faust", services=services)
     sink = open_sink_or_fail(settings) if args.sink else None
     if sink is not None:
         from ..streams import faust_sink
 
-        faust_sink.install(app, settings, *sink, group_id=faust_sink.sink_group_id(settings, args.app_id))
-    install_all(app, settings)
+        faust_sink.install(app, services, *sink, group_id=faust_sink.sink_group_id(settings, args.app_id))
+    install_all(app, services)
     return serve(app, workdir, args.loglevel, settings, sink[0] if sink else None)

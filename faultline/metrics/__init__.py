@@ -4,7 +4,7 @@
   (``WorkerCounts``, ``SinkCounts``), and the dead-letter reason classes.
 - ``sources``: one client_python custom collector per source (``WorkerSource``,
   ``SinkSource``, ``SpoolSource``, ``CollectorsSource``), reading the component's counters at scrape time.
-- ``registry``: ``Metrics``, the explicit registry of one process; ``register(app, source)``.
+- ``registry``: ``Metrics``, the explicit registry of one process (``Services.metrics``); ``metrics.add(source)``.
 - ``web``: ``GET /metrics`` on a Faust app (``register_views``), a plain aiohttp handler, and
   ``start_metrics_server(bind, port, metrics=...)`` for processes without a web app.
 
@@ -12,10 +12,10 @@ Every series: docs/metrics.md.
 """
 
 from .counters import REASON_CLASSES, SinkCounts, Tally, Timing, WorkerCounts, reason_class
-from .registry import Metrics, metrics_of, register
+from .registry import Metrics
 from .sources import CollectorsSource, SinkSource, Source, SpoolSource, WorkerSource
 from .web import metrics_handler, register_views, start_metrics_server
 
 __all__ = ["CollectorsSource", "REASON_CLASSES", "Metrics", "SinkCounts", "SinkSource", "Source", "SpoolSource", "Tally",
-           "Timing", "WorkerCounts", "WorkerSource", "metrics_handler", "metrics_of", "reason_class",
-           "register", "register_views", "start_metrics_server"]
+           "Timing", "WorkerCounts", "WorkerSource", "metrics_handler", "reason_class",
+           "register_views", "start_metrics_server"]

@@ -1,8 +1,8 @@
 """The explicit registry of one process's ``/metrics``: the sources it was given, refreshed
 (bounded) and collected at scrape time.
 
-    metrics = metrics_of(app)              # one per Faust app (app.faultline_metrics)
-    metrics.add(WorkerSource(worker))      # what streams/agents.py's install does
+    metrics = services.metrics             # one per process (streams.services.Services)
+    metrics.add(WorkerSource(worker, s))   # what streams/agents.py's install does
     body = await metrics.render()          # the exposition (web.py) awaits this
 
 No global registry: ``prometheus_client.REGISTRY`` stays untouched, so two apps in one
@@ -40,7 +40,6 @@ class Metrics:
         self.errors: dict[str, int] = {}
         self._logged: dict[str, float] = {}
         self._running: dict[int, asyncio.Future[None]] = {}
-        self._on_shutdown: Any = None   # the app signal's receiver (kept: it may be held weakly)
         self.registry.register(_Self(self))
         if process:   # process_cpu_seconds_total, process_resident_memory_bytes, ...
             ProcessCollector(registry=self.registry)
@@ -97,23 +96,3 @@ class _Self:
         for name, n in self.metrics.errors.items():
             f.add_metric([name], n)
         yield f
-
-
-def metrics_of(app: Any) -> Metrics:
-    """The ``Metrics`` of a Faust app (created on first use, kept as ``app.faultline_metrics``)."""
-    m = getattr(app, "faultline_metrics", None)
-    if m is None:
-        m = app.faultline_metrics = Metrics()
-        shutdown = getattr(app, "on_before_shutdown", None)
-        if shutdown is not None:
-            async def _close(sender: Any, **kw: Any) -> None:
-                await m.close()
-
-            shutdown.connect(_close)
-            m._on_shutdown = _close
-    return m
-
-
-def register(app: Any, source: Source) -> Source:
-    """Add ``source`` to the app's ``/metrics`` (the one call a component makes)."""
-    return metrics_of(app).add(source)

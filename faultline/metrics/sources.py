@@ -7,7 +7,7 @@ A source is anything with ``collect()`` (prometheus_client's collector protocol)
 lag is fetched there, bounded by ``registry.REFRESH_TIMEOUT_S``) and an async ``close()``
 (its clients, at the app's shutdown).
 
-- ``WorkerSource(worker)``  ``streams.agents.Worker``: events, dead letters, alerts,
+- ``WorkerSource(worker, settings)``  ``streams.agents.Worker``: events, dead letters, alerts,
   incidents, batches, state sizes, and the lag of the worker's group on the partitions it owns.
 - ``SinkSource(sink)``      ``streams.faust_sink.SinkConsumer``: records stored, invalid input,
   store rows by table, flush latency, store failures, the sink group's lag.
@@ -181,12 +181,12 @@ class WorkerSource:
     """The analysis worker (``streams.agents.Worker``): ``Stats``, ``Stats.counts``
     (``counters.WorkerCounts``) and the group's offsets on the partitions this worker owns."""
 
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: Any, settings: Any) -> None:
         self.worker = worker
         self.app = worker.app
         group = str(self.app.conf.id)
         self.lag = Lag(group)
-        self.offsets = GroupOffsets(self.app.faultline_settings, group)
+        self.offsets = GroupOffsets(settings, group)
         self.topics = set(worker.input_topics) | {worker.jobs_in}
 
     async def refresh(self) -> None:

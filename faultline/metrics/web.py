@@ -1,6 +1,6 @@
 """Exposition: ``GET /metrics`` (Prometheus text format).
 
-- ``register_views(app)``: the route on a Faust app's web server (``streams.app`` calls every
+- ``register_views(app, services)``: the route on a Faust app's web server (``streams.app`` calls every
   ``VIEW_MODULES`` entry's ``register_views``), so the worker's and the sink's ``--web-port``
   serve it, behind the same guard as every other route (``sinks.api.web_options``: loopback
   only, or ``Authorization: Bearer $FAULTLINE_API_TOKEN``).
@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TYPE_CHECKING
 
-from .registry import Metrics, metrics_of
+from .registry import Metrics
+
+if TYPE_CHECKING:
+    from ..streams.services import Services
 
 PATH = "/metrics"
 DEFAULT_BIND = "127.0.0.1"
@@ -36,12 +39,13 @@ def _denied(headers: Any, remote: str | None, token: str | None) -> tuple[int, s
     return None
 
 
-def register_views(app: Any) -> None:
-    """Add ``GET /metrics`` to a Faust app; it serves ``metrics_of(app)``."""
+def register_views(app: Any, services: Services) -> None:
+    """Add ``GET /metrics`` to a Faust app; it serves ``services.metrics``
+    (``streams.services.Services``), behind ``services.api_token``."""
     from faust import web
 
     def token() -> str | None:
-        return getattr(getattr(app, "faultline_settings", None), "api_token", None)
+        return services.api_token
 
     @app.page(PATH)
     class MetricsView(web.View):
@@ -49,7 +53,7 @@ def register_views(app: Any) -> None:
             no = _denied(request.headers, getattr(request, "remote", None), token())
             if no is not None:
                 return self.json({"error": no[1]}, status=no[0])
-            return self.bytes(await metrics_of(app).render(), headers=dict(HEADERS))
+            return self.bytes(await services.metrics.render(), headers=dict(HEADERS))
 
 
 def metrics_handler(metrics: Metrics, token: str | None = None) -> Callable[[Any], Awaitable[Any]]:
