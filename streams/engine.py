@@ -26,6 +26,7 @@ from ..schemas.bounds import cap_alert, cap_signal
 from ..schemas.codec import MAX_EVENT_BYTES, MAX_FUTURE_MS, ContractError, decode, decode_fast, now_ms
 from ..schemas.events import INTERRUPTION_STATES, KIND_MODELS, Envelope
 from ..schemas.outputs import Alert, Incident, Retry
+from .alert_gate import ALERT_WINDOW_MS, AlertGate
 from .clock import TOLERANCE_MS, EventClock, source_of
 from .correlate import CorrelateConfig, correlate, incident_id
 from .detectors.config import DetectorConfig
@@ -67,7 +68,7 @@ class EngineConfig(Struct, frozen=True, kw_only=True):
     detectors: DetectorConfig = DetectorConfig()
     correlate: CorrelateConfig = CorrelateConfig()
     dedup_cap: int = 2_000_000          # event ids remembered for de-duplication
-    alert_interval_ms: int = 300_000    # at most one alert per subject+kind per interval
+    alert_interval_ms: int = ALERT_WINDOW_MS   # at most one alert per subject+kind per window (alert_gate)
     retention_ms: int = 6 * 3_600_000   # signals / finished jobs kept this long (event time)
     max_jobs: int = 100_000
     max_nodes: int = 200_000
@@ -311,7 +312,7 @@ class Engine:
         self._last_evict = -(1 << 62)
         self._inc_ctx: dict[str, _Pending] = {}
         self._alerts: list[Alert] = []
-        self._alert_last: dict[str, int] = {}
+        self.alert_gate = AlertGate(self.cfg.alert_interval_ms)
         self._sig_last: dict[tuple[str, str, str], list[int]] = {}   # repeat key -> [window start, filed]
         self._log_sigs: dict[str, Any] = {}     # buffered runtime.log event id -> its signature
         self._sig_cache: dict[tuple[Any, str], Any] = {}   # (named signature, message) -> match (bounded)
@@ -700,7 +701,7 @@ class Engine:
                 if self.cfg.streaming:       # sent long ago; nothing reads it here any more
                     self._incidents.pop(iid, None)
                     self._recovered.pop(iid, None)
-        self._alert_last = {k: t for k, t in self._alert_last.items() if t >= before}
+        self.alert_gate.evict(before)
         self._sig_last = {k: v for k, v in self._sig_last.items() if v[0] >= before}
         self.world.evict(before - self.cfg.correlate.change_window_ms)
         if gone and self._listener is not None:
@@ -790,16 +791,14 @@ class Engine:
         return False
 
     def _alert(self, s: Signal) -> None:
-        key = f"{s.subject}|{s.kind}"
-        last = self._alert_last.get(key)
-        if last is not None and 0 <= s.ts - last < self.cfg.alert_interval_ms:
+        aid = self.alert_gate.admit(s.subject, s.kind, s.ts)
+        if aid is None:
             self.stats.alerts_suppressed += 1
             return
-        self._alert_last[key] = s.ts
         job = s.job
         if job is None and s.node:
             job = self._job_on(s.node, s.ts)
-        a = cap_alert(Alert(id=s.id, ts=s.ts, severity=s.severity, detector=s.kind, summary=s.summary,
+        a = cap_alert(Alert(id=aid, ts=s.ts, severity=s.severity, detector=s.kind, summary=s.summary,
                             node=s.node, job=job, evidence=list(s.evidence), subject=s.subject))
         if not self.cfg.streaming:
             self._alerts.append(a)
