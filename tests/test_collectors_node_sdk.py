@@ -1,5 +1,5 @@
 """faultline.sdk: progress and checkpoints from the training process to real Kafka, never
-blocking the training loop; HF / Lightning hooks (real framework tests skip when absent)."""
+blocking the training loop; HF / Lightning hooks (real framework tests: tests/realjobs/test_integrations_real.py)."""
 
 from __future__ import annotations
 

@@ -129,6 +129,11 @@ def test_requeued_job_retry_on_first_incident(run):
     assert (inc["category"], inc["component"]) == ("application", f"job:{c.job}"), _explain(run, "requeue")
     assert (inc["retry_attempt"], inc["retry_state"], inc["retry_same_nodes"]) == (1, "completed", 1), \
         _explain(run, "requeue")
+    # lost = gpus x (attempt 0's failure - the later of its last checkpoint and its start)
+    assert inc["gpus"] == GPUS_PER_JOB, _explain(run, "requeue")
+    since = max(_ms(inc["last_checkpoint_ts"]), _ms(inc["start_ts"]))
+    assert inc["lost_gpu_hours"] == pytest.approx(GPUS_PER_JOB * (_ms(inc["failure_ts"]) - since) / H_MS, abs=1e-4), \
+        _explain(run, "requeue")
     assert run.slurm_jobs["requeue"].get("JobState") == "COMPLETED"
 
 
@@ -156,6 +161,7 @@ def test_hang_stall_alert_before_the_end(run):
     assert inc["last_checkpoint_step"] == c.on_disk[-1] and inc["gpus"] == GPUS_PER_JOB
     since = max(_ms(inc["last_checkpoint_ts"]), _ms(inc["start_ts"]))
     assert inc["lost_gpu_hours"] == pytest.approx(GPUS_PER_JOB * (_ms(inc["failure_ts"]) - since) / H_MS, abs=1e-4)
+    assert inc["retry_state"] in ("", None), _explain(run, "hang")   # never run again: no retry
 
 
 @pytest.mark.slow
