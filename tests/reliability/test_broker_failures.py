@@ -47,6 +47,7 @@ from faultline.producers.simulate.kafka import topic_key
 from faultline.producers.spool import SpoolingPublisher
 from faultline.schemas.outputs import Alert
 from faultline.schemas.registry import ALERTS
+from faultline.streams.alert_gate import ALERT_WINDOW_MS
 from faultline.streams.engine import Engine, EngineConfig
 from faultline.streams.faust_topics import ensure_topics
 from harness import (Expectation, Fleet, IncidentLog, Timeline, fleet_traffic, pipeline_settings, report,
@@ -223,9 +224,12 @@ def _alert_problems(settings: Settings, lines: list[bytes],
     eng = Engine(EngineConfig.from_settings(settings))
     want = {o.id for o in [*eng.process(lines), *eng.finish()] if isinstance(o, Alert)}
     by_id: dict[str, set[bytes]] = {}
+    fixed: dict[str, set[tuple]] = {}    # what an id fixes: detector, subject, severity, window
     for v in records:
         d = orjson.loads(v)
         by_id.setdefault(d["id"], set()).add(orjson.dumps(d, option=orjson.OPT_SORT_KEYS))
+        fixed.setdefault(d["id"], set()).add((d["detector"], d.get("subject"), d["severity"],
+                                              d["ts"] // ALERT_WINDOW_MS))
     copies = Counter(orjson.loads(v)["id"] for v in records)
     again = {i: n for i, n in copies.items() if n > 1}
     problems = []
@@ -234,9 +238,11 @@ def _alert_problems(settings: Settings, lines: list[bytes],
              if i not in want]
     if want - set(by_id):
         problems.append(f"alerts missing: {sorted(want - set(by_id))[:10]}")
-    differ = sorted(i for i, vs in by_id.items() if len(vs) > 1)
+    # copies of one id from two workers (a subject their nodes share) may differ in node, ts,
+    # summary and evidence (docs/reliability.md "Alerts, at least once by id"), never in these
+    differ = sorted(i for i, vs in fixed.items() if len(vs) > 1)
     if differ:
-        problems.append(f"alert ids published with different content: {differ[:10]}")
+        problems.append(f"alert ids published for different subjects, kinds or windows: {differ[:10]}")
     figures = (f"alerts: {len(records)} records, {len(by_id)} ids (diagnose {len(want)}), "
                f"{len(again)} ids published more than once ({sum(again.values()) - len(again)} extra copies)")
     return problems, extra, figures
@@ -311,11 +317,10 @@ def test_broker_kill_controller_kill_and_cluster_outage(outcome):
     assert not outcome.problems, outcome.report
 
 
-@pytest.mark.xfail(strict=False, reason="open (streams/engine.py Engine._alert): alert de-dup by subject+kind lives in "
-                   "each worker's memory, so a subject several nodes share (path:/datasets) seen by two workers or after "
-                   "a rebalance is alerted again under a new id (3 storage_slow alerts where diagnose raises 1, "
-                   "NOTES 06:58); depends on which worker owns which node")
 def test_no_alert_diagnose_does_not_raise(outcome):
+    """Alert ids are named by subject, kind and window (streams/alert_gate.py): a worker that
+    shares a subject with another, or took a node over, repeats diagnose's id, never a new one
+    (before: 3 storage_slow alerts where diagnose raised 1)."""
     assert not outcome.extra_alerts, "\n".join(outcome.extra_alerts) + "\n" + outcome.report.split("\n")[0]
 
 
