@@ -211,6 +211,9 @@ HARD_FAULT, CODE_BUG_INFRA_FACTOR = 0.8, 0.4
 CORROBORATION_STEP, CORROBORATION_MAX = 0.03, 0.1
 
 
+#: job log lines of a driver-stack fault of the whole node, not of one GPU (the CUDA driver too old
+#: for the runtime, the NVSwitch fabric manager dead, CUDA's "system not yet initialized")
+NODE_DRIVER_KINDS = frozenset({"log:cuda_driver_mismatch", "log:fabric_manager_failed", "log:cuda_system_not_ready"})
 #: job log lines whose GPU index is the process's own view (CUDA numbers the GPUs a process sees)
 PROCESS_LOCAL_GPU_KINDS = frozenset({"log:cuda_oom"})
 
@@ -305,7 +308,7 @@ def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | No
                         break
             return f"path:{m}" if m else sig.component
         return sig.component
-    if sig.kind == "log:cuda_driver_mismatch":
+    if sig.kind in NODE_DRIVER_KINDS:
         return f"node:{sig.node or (rec.nodes[0] if rec.nodes else '?')}"
     if cat in ("gpu_oom", "gpu_hardware", "gpu_nvlink", "thermal_throttle", "driver_software"):
         node = sig.node or (rec.nodes[0] if rec.nodes else "?")
@@ -405,6 +408,58 @@ def _symptom(rec: AttemptRecord, job_sigs: list[Signal], state: str, stalled_for
     return f"{state}{code}{sig}" + (f": {rec.reason}" if rec.reason else ""), None
 
 
+#: signals of a link losing frames or going away (error growth, down, flap)
+LINK_FAULT_KINDS = frozenset({"port_errors", "port_down", "port_flap", "rdma_link_errors", "rdma_link_downed",
+                              "log:nic_link_down"})
+#: retransmits that begin this soon after a link fault on the job's path are that link's losses
+#: (a sample interval of slack the other way: the two counters are read at different times)
+RETRANS_AFTER_LINK_MS, RETRANS_SAMPLE_SLACK_MS = 5 * 60_000, 60_000
+#: ... and their congestion candidate keeps this share of its weight
+LINK_CONSEQUENCE_FACTOR = 0.5
+
+
+def _is_retransmit(s: Signal) -> bool:
+    return "retransmit" in str(s.data.get("what") or "")
+
+
+def _retransmits_of_a_link(cands: dict, cfg: CorrelateConfig) -> None:
+    """RDMA retransmits / ack timeouts are what a lossy or flapping link produces: the contract's
+    congestion is retransmits "without link errors". A congestion candidate made only of retransmit
+    surges (no CNP/ECN storm, no discards) whose surges began within ``RETRANS_AFTER_LINK_MS`` after
+    the first fault of a network_link candidate of weight (>= ``explain_min``) is that link's
+    consequence: it keeps ``LINK_CONSEQUENCE_FACTOR`` of its weight."""
+    links = [c for c in cands.values() if c.category == "network_link" and c.score >= cfg.explain_min]
+    if not links:
+        return
+    for c in cands.values():
+        if c.category != "network_congestion" or not c.sigs:
+            continue
+        if not all(x.kind == "rdma_congestion" and _is_retransmit(x) for x in c.sigs):
+            continue
+        onset = min(x.ts for x in c.sigs)
+        for l in links:
+            first = min((x.ts for x in l.sigs if x.kind in LINK_FAULT_KINDS), default=None)
+            if first is not None and -RETRANS_SAMPLE_SLACK_MS <= onset - first <= RETRANS_AFTER_LINK_MS:
+                c.score *= LINK_CONSEQUENCE_FACTOR
+                c.summary += f"; began with the link fault of {l.component[5:] if l.component.startswith('port:') else l.component}"
+                break
+
+
+#: job log lines of the runtime failing to launch the job (its code never ran)
+LAUNCH_FAILURE_SIGS = frozenset({"image_pull_failed"})
+
+
+def _never_ran_summary(job_sigs: list[Signal]) -> str:
+    """The ``unknown`` verdict of an attempt that never started, with what kept it from starting."""
+    pulls = [s for s in job_sigs if s.data.get("signature") in LAUNCH_FAILURE_SIGS]
+    if not pulls:
+        return "the job never started and no signal on its resources says why"
+    d = next((s.data for s in pulls if s.data.get("reason")), pulls[0].data)
+    image = next((s.data["image"] for s in pulls if s.data.get("image")), None)
+    return ("the job never started: its image could not be pulled" + (f" ({d['reason']})" if d.get("reason") else "")
+            + (f": {image}" if image else "") + " (the container runtime's pull errors are in the evidence)")
+
+
 def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signals: Iterable[Signal],
               view: View, covered_layers: Iterable[str], cfg: CorrelateConfig = CorrelateConfig(), *,
               cutoff: int, failure_ts: int, state: str, stalled: bool = False, retry: Retry | None = None,
@@ -423,6 +478,7 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             uniq[s.id] = s
     job_ports = {(l.switch, l.port) for n in rec.nodes for l in view.links.get(n, ())}
     facing: set[tuple[str, str]] | None = None
+    fabric: list[Signal] = []
     for s in resource_signals:
         if not (t0 <= s.ts <= cutoff) or s.id in uniq:
             continue
@@ -432,13 +488,21 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
             dev, port = s.data.get("device"), s.data.get("port")
             if (dev, port) not in job_ports:
                 # a switch port off the job's own links: another node's port (not the job's), or an
-                # inter-switch port its cross-switch traffic may use, counted near the failure only
+                # inter-switch port its cross-switch traffic may use (decided below)
                 if facing is None:
                     facing = view.node_facing_ports()
-                if (dev, port) in facing or not (failure_ts - cfg.fabric_window_ms <= s.ts <= failure_ts + cfg.post_grace_ms):
-                    continue
-                s = msgspec.structs.replace(s, data={**s.data, "fabric": True})
+                if (dev, port) not in facing:
+                    fabric.append(msgspec.structs.replace(s, data={**s.data, "fabric": True}))
+                continue
         uniq[s.id] = s
+    # an inter-switch port counts when it has a fault near the failure (FABRIC_LINK within
+    # fabric_window_ms before it); its earlier faults in the window then count too: the same
+    # port's history (error growth that began before the flaps it ended in), weighed by age
+    near = {(s.data.get("device"), s.data.get("port")) for s in fabric
+            if failure_ts - cfg.fabric_window_ms <= s.ts <= failure_ts + cfg.post_grace_ms}
+    for s in fabric:
+        if (s.data.get("device"), s.data.get("port")) in near and s.ts <= failure_ts + cfg.post_grace_ms:
+            uniq.setdefault(s.id, s)
     sigs = sorted(uniq.values(), key=lambda s: (s.ts, s.id))
     job_sigs = [s for s in sigs if s.subject.startswith("job:") or s.kind == "container_oom"]
     stalled_for = (cutoff - failure_ts) if stalled else None
@@ -606,6 +670,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     for c in cands.values():
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
             c.score = min(CONFIDENCE_MAX, c.score * (1.0 + min(CORROBORATION_MAX, CORROBORATION_STEP * (len(c.sigs) - 1))))
+
+    _retransmits_of_a_link(cands, cfg)
 
     # a GPU known only by its bus id: the index of the GPU of that node that went silent right after
     for key in [k for k in cands if k[0] in ("gpu_hardware", "gpu_nvlink", "driver_software") and k[1].startswith("gpu:")]:
@@ -805,9 +871,13 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         cands[("node_hardware", f"node:{n}")] = _Cand("node_hardware", f"node:{n}", 0.4, failure_ts,
                                                        "the scheduler reports a node failure")
 
-    # ---- application: only when no infrastructure candidate of weight remains
+    # ---- application: only when no infrastructure candidate of weight remains, and only for code
+    # that ran: an attempt the scheduler never started, that made no progress and printed no error
+    # of its own (its image could not be pulled, its pod never scheduled) failed before any user
+    # code existed to be wrong
     infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
-    if app_errs or (state == "failed" and infra_weight < cfg.explain_min and not waited
+    never_ran = rec.start_ts is None and not rec.prog_n and not app_errs
+    if app_errs or (state == "failed" and infra_weight < cfg.explain_min and not waited and not never_ran
                     and not any(c.category == "scheduler" for c in cands.values())):
         appl_score = 0.75 if app_code else (0.6 if code_bug else (0.45 if app_errs else 0.3))
         s0 = (code_errs or code_bug or app_errs or [None])[0]
@@ -829,7 +899,8 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         ranked = []
     if not ranked:
         root = Cause(category="unknown", component=f"job:{rec.job}", confidence=UNKNOWN_CONFIDENCE,
-                     summary="no signal on the job's resources explains the interruption")
+                     summary=_never_ran_summary(job_sigs) if never_ran
+                     else "no signal on the job's resources explains the interruption")
         hyps: list[Cause] = []
     else:
         kept = ranked[:MAX_HYPOTHESES]

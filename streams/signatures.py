@@ -140,6 +140,24 @@ def _groups(*names: str):
 
 
 _QPATH_RE = re.compile(r"'(/[^']*)'")
+_IMAGE_RE = re.compile(r"(?:pulling|pull) image \\?\"([^\"\\\s]+)")
+#: why an image pull failed, by the words the runtime prints (first match wins)
+_PULL_WHY = (("registry unreachable", re.compile(r"i/o timeout|connection refused|no such host|dial tcp|"
+                                                  r"TLS handshake timeout|network is unreachable|context deadline exceeded")),
+             ("access denied", re.compile(r"unauthorized|pull access denied|authentication required|403 Forbidden")),
+             ("image not found", re.compile(r"manifest unknown|not found|does not exist|NotFound")))
+
+
+def _image_pull(msg: str) -> dict[str, Any]:
+    f: dict[str, Any] = {}
+    m = _IMAGE_RE.search(msg)
+    if m:
+        f["image"] = m.group(1)
+    for why, rx in _PULL_WHY:
+        if rx.search(msg):
+            f["reason"] = why
+            break
+    return f
 
 
 def _storage_err(m: re.Match[str] | None, msg: str) -> dict[str, Any]:
@@ -209,10 +227,44 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("nic_link_down", ("Link down", "Link is Down", "link down", "link becomes down"),
           r"(?:^|\s)(\S+?):? (?:NIC )?[Ll]ink (?:is )?[Dd]own|(\S+): link becomes down", "net", "network_link", "critical", "cause",
           lambda m, s: {"iface": (m.group(1) or m.group(2) or "").rstrip(":")}),
+    # NVIDIA Fabric Manager (NVSwitch systems) dying: without it the GPUs' NVLink fabric is
+    # unmanaged and CUDA work fails on every GPU of the node. The kernel's "nv-fabricmanager[2231]:
+    # segfault at 0 ip ..." and systemd's "nvidia-fabricmanager.service: Main process exited,
+    # code=killed, status=11/SEGV" / "... Failed with result 'signal'." - a system daemon of the
+    # driver stack, never the user's code (before the generic segfault rule)
+    _Rule("fabric_manager_failed", ("fabricmanager",),
+          r"(?:nv|nvidia)-fabricmanager(?:\.service)?(?:\[\d+\])?: (?:segfault at|Main process exited, code=(?:killed|dumped)"
+          r"|Failed with result|Failed to start)",
+          "gpu", "driver_software", "critical", "cause", None),
     _Rule("segfault", ("segfault at", "Segmentation fault", "SIGSEGV"),
           r"(\S+?)\[(\d+)\]: segfault at|Segmentation fault|SIGSEGV", "runtime", "application", "critical", "weak",
           _groups("process", "pid")),
     # ---- framework / application
+    # CUDA error 802 cudaErrorSystemNotReady, "system not yet initialized": the node's GPU system
+    # software is not ready for CUDA work - on NVSwitch systems the fabric manager is not running
+    # (NCCL: "NCCL WARN Cuda failure 'system not yet initialized'"); the node's driver stack, not
+    # the job (before nccl_error / cuda_error, which would take it for a symptom)
+    _Rule("cuda_system_not_ready", ("system not yet initialized", "cudaErrorSystemNotReady"),
+          r"system not yet initialized|cudaErrorSystemNotReady", "gpu", "driver_software", "critical", "cause", _rank_only),
+    # Slurm's authentication through munge failing on a node (munged dead or its socket gone, a
+    # credential rejected): slurmd cannot answer the controller, which marks the node down "Not
+    # responding" although the node itself is healthy - the scheduler's own machinery failed.
+    # "error: Munge encode failed: Failed to access "/run/munge/munge.socket.2": No such file or
+    # directory", "error: Munge decode failed: Expired credential", "slurm_send_node_msg:
+    # auth_g_create: RESPONSE_PING has authentication error", munged's "munged[1833]: Error: ..."
+    _Rule("slurm_auth_failure", ("Munge ", "munge", "auth_g_"),
+          r"Munge (?:en|de)code failed|auth_g_(?:create|verify|pack|unpack)\b[^\n]*authentication error"
+          r"|munged(?:\[\d+\])?: Error: |Unable to (?:access|connect to) munge|Protocol authentication error",
+          "sched", "scheduler", "critical", "cause", None),
+    # the container runtime could not pull the job's image (kubelet / containerd / CRI-O): the job's
+    # code never ran. kubelet: 'Failed to pull image "reg/ml/img:tag": rpc error: ... dial tcp
+    # 10.40.0.9:443: i/o timeout', "Error: ErrImagePull", 'Back-off pulling image "..."',
+    # "ImagePullBackOff"; the image is kept, and what failed (a registry unreachable, an image or
+    # tag that does not exist, access denied)
+    _Rule("image_pull_failed", ("Failed to pull image", "ErrImagePull", "ImagePullBackOff", "Back-off pulling image",
+                                "ErrImageNeverPull"),
+          r"Failed to pull image|ErrImagePull|ImagePullBackOff|Back-off pulling image|ErrImageNeverPull",
+          "runtime", None, "critical", "symptom", lambda m, s: _image_pull(s)),
     _Rule("cuda_oom", ("out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED", "RESOURCE_EXHAUSTED"),
           r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"
           r"|RESOURCE_EXHAUSTED: Out of memory",

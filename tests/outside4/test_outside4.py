@@ -3,7 +3,7 @@
 Generates the 22 scenarios (tests/outside4/gen.py) into a temporary directory, runs
 ``faultline diagnose FILE --json`` on each in-process (``faultline.cli.main``, the command's own
 code path) and compares with expectations.json (committed before the first run). The
-first-contact misses are non-strict xfails naming the miss (XFAIL while open, XPASS once fixed).
+first-contact misses still open are non-strict xfails naming the miss (none since branch d fixed all four).
 About 10 s, no broker.
 """
 from __future__ import annotations
@@ -16,24 +16,9 @@ from tests.outside4 import score
 
 SPEC = score.expectations()
 
-# first-contact misses (README.md "First contact"); key: (scenario, job, attempt)
-KNOWN_MISSES: dict[tuple[str, str, int], str] = {
-    ("o04_image_pull_fail", "pt-sft-48k2q", 0):
-        "registry unreachable (kubelet ErrImagePull/ImagePullBackOff, job never started): expected unknown "
-        "(alt scheduler) job:pt-sft-48k2q, got application 0.93 'every infrastructure layer clean' - the "
-        "container-stream pull errors are not evidence",
-    ("o10_fabric_manager_crash", "8811010", 0):
-        "nv-fabricmanager segfault + 'Cuda failure system not yet initialized' on every local rank: expected "
-        "driver_software node:hgx-f01, got application job:8811010 0.94 (the fabric manager's segfault taken "
-        "for a user-code segfault)",
-    ("o13_slurmd_munge_loss_then_retry", "8811313", 0):
-        "munge/slurmd loss, node healthy (samples go on, BMC quiet): expected scheduler (alt unknown) "
-        "job:8811313, got node_hardware node:gpu-n22 0.94 with 'hw' in ruled_out",
-    ("o18_spine_uplink_errors", "8811818", 0):
-        "spine-02/Ethernet12 in_errors growth then 2 flaps (port faces no node): expected network_link "
-        "port:spine-02/Ethernet12, got network_congestion segment:leaf-r2 0.97 (the spine port is the 0.03 "
-        "alternative)",
-}
+# first-contact misses (README.md "First contact") still open; key: (scenario, job, attempt). All four
+# were fixed on branch d (README.md "After fixes"): o04, o10, o13, o18 are plain checks now
+KNOWN_MISSES: dict[tuple[str, str, int], str] = {}
 
 ATTEMPTS = [(name, a["job"], a["attempt"]) for name, attempts in SPEC.items() for a in attempts]
 INTERRUPTED = [(name, a["job"], a["attempt"]) for name, attempts in SPEC.items() for a in attempts
