@@ -79,6 +79,27 @@ def test_writer_redelivery_and_revisions_are_idempotent(tmp_path):
         st.close()
 
 
+def test_copies_of_one_alert_id_collapse_whatever_their_ts_in_the_window(tmp_path):
+    """Two workers raise one alert id (its subject, kind and 5-minute window) from different
+    nodes' signals: the copies differ in ts, node and summary and still give one row under
+    FINAL (the table sorts by window and id); another window's id is another row."""
+    st = open_store(path=str(tmp_path / "s"))
+    try:
+        w = SinkWriter(st, max_rows=10_000)
+        base = 1_800_000_000_000 // 300_000 * 300_000
+        for ts, node in ((base + 10_000, "n1"), (base + 250_000, "n2")):   # two flushes: two parts
+            w.add_alert(Alert(id="alr-1", ts=ts, severity="warning", detector="storage_slow",
+                              summary=f"/data slow from {node}", node=node, subject="path:/data"))
+            w.flush()
+        w.add_alert(Alert(id="alr-2", ts=base + 300_000, severity="warning", detector="storage_slow",
+                          summary="/data slow from n1", node="n1", subject="path:/data"))
+        w.flush()
+        rows = st.query("SELECT id, count() AS n FROM alerts FINAL GROUP BY id ORDER BY id")
+        assert rows == [{"id": "alr-1", "n": 1}, {"id": "alr-2", "n": 1}]
+    finally:
+        st.close()
+
+
 def test_writer_time_bound(tmp_path):
     st = open_store(path=str(tmp_path / "s"))
     try:

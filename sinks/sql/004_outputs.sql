@@ -2,7 +2,9 @@
 -- Low volume (thousands a day at most), read by id, job and time; kept long for trends.
 
 -- Alerts: ReplacingMergeTree keyed by id (re-delivery collapses). Monthly partitions and a
--- year of retention; sort by (ts, id) because alerts are listed by time window.
+-- year of retention; sorted by (5-minute window, id) because alerts are listed by time
+-- window, and an id names its subject, kind and 5-minute window (streams/alert_gate.py):
+-- copies of one id from two workers may differ in ts inside the window, and still collapse.
 CREATE TABLE IF NOT EXISTS alerts
 (
     id String,
@@ -18,7 +20,7 @@ CREATE TABLE IF NOT EXISTS alerts
 )
 ENGINE = ReplacingMergeTree(ingested_at)
 PARTITION BY toYYYYMM(ts)
-ORDER BY (ts, id)
+ORDER BY (toStartOfInterval(ts, INTERVAL 5 MINUTE), id)
 TTL toDateTime(ts) + INTERVAL 365 DAY;
 
 -- Incidents: one row per (id, revision); ReplacingMergeTree(revision) keeps the highest
