@@ -579,7 +579,9 @@ class JobAgent:
     def _pushed(self, js: JobSide, job: str, sig: Any) -> None:
         if self.gate.open():
             js.signal_for(job, sig)
-        elif js.remember_signal(sig):
+            return
+        js.keep(job, sig)             # with the job's row, whoever evaluates it next
+        if js.remember_signal(sig):
             self._defer(job, sig)     # in the index now; the re-evaluation waits for the gate
 
     def _run_deferred(self, js: JobSide) -> None:

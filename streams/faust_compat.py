@@ -272,7 +272,8 @@ def patch_recovery() -> None:
     while recovery restarted: several rebalances in a row) still has ``None`` there; aiokafka's
     ``seek`` refuses it (``ValueError: Offset must be a positive integer``) and the worker
     crashed in a rebalance trial. An unknown offset is the beginning, as ``-1`` already is for
-    Faust. Idempotent."""
+    Faust. A partition that is also active (the views GlobalTable's changelog) starts its
+    standby read where recovery's active read stopped, not at the log start. Idempotent."""
     from faust.tables.recovery import Recovery
 
     if getattr(Recovery, "_faultline_seek_patched", False):
@@ -280,10 +281,23 @@ def patch_recovery() -> None:
     seek_offsets = Recovery._seek_offsets
 
     async def _seek_offsets(self: Any, consumer: Any, tps: Any, offsets: Any, title: str) -> None:
+        active = getattr(self, "active_offsets", None) or {}
+        active_tps = getattr(self, "active_tps", None) or ()
         for tp in tps:
             off = offsets.get(tp)
             if off is None or off < -1:
                 offsets[tp] = -1
+            if title == "standby" and tp in active_tps:
+                # also active (a GlobalTable's changelog: every worker has it as both): recovery
+                # has just read it up to ``active_offsets`` and every later record updates that
+                # offset, never this one, so the standby offset is still the log start -
+                # seeking there re-fetched the whole changelog after every rebalance (each
+                # record skipped as already seen) and no other worker's write reached this
+                # worker's copy until it was through (issue 14: a fabric signal filed meanwhile
+                # missed a job). Go on from where the active read stopped.
+                a = active.get(tp)
+                if a is not None and a > offsets[tp]:
+                    offsets[tp] = a
         await seek_offsets(self, consumer, tps, offsets, title)
 
     Recovery._seek_offsets = _seek_offsets

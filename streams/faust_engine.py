@@ -514,6 +514,7 @@ class JobDump(Struct, kw_only=True):
     incidents: dict[str, Incident] = {}
     evaluated: dict[str, float] = {}           # incident id -> wall time of last evaluation
     recovered: dict[str, int] = {}             # withdrawn incident id -> its last revision
+    kept: list[Signal] = []                    # resource signals pushed to the job (JobSide.keep)
 
 
 _job_dump_dec = msgspec.msgpack.Decoder(JobDump)
@@ -525,6 +526,9 @@ class JobSide(_Side):
     The core tells it (``Listener``) which jobs changed, which incidents were evaluated and
     which jobs retention dropped."""
 
+    #: resource signals pushed to one job that its table row keeps, at most (newest kept)
+    KEEP_PUSHED = 256
+
     def __init__(self, shared: Shared, config: EngineConfig | None = None, *,
                  recheck_s: float = 60.0) -> None:
         super().__init__(shared, config, listener=self)
@@ -534,6 +538,9 @@ class JobSide(_Side):
         self._alloc_written: dict[str, bytes] = {}
         self.evicted: set[str] = set()       # jobs retention dropped: delete their table rows
         self.oversize = 0                    # dumps that had to shed to fit MAX_DUMP_BYTES
+        #: job -> id -> resource signal pushed to it: in its table row, so the job's next
+        #: owner (or this worker after a rebalance) still has what was pushed (``keep``)
+        self.kept: dict[str, dict[str, Signal]] = {}
 
     @property
     def jobs(self) -> dict[str, JobState]:
@@ -549,6 +556,7 @@ class JobSide(_Side):
     def on_evicted(self, jobs: set[str]) -> None:
         for job in jobs:
             self.fences.pop(job, None)
+            self.kept.pop(job, None)
             self._alloc_written.pop(job, None)
             self.shared.delete(f"alloc:{job}".encode())
         self.evicted |= jobs
@@ -567,6 +575,10 @@ class JobSide(_Side):
                                            pending=d.pending, ctx=d.ctx, incidents=d.incidents,
                                            recovered=d.recovered))
         self.evaluated.update(d.evaluated)
+        if d.kept:
+            self.kept[job] = {s.id: s for s in d.kept}
+            for s in d.kept:
+                self.index.remember(s)
 
     def dump(self, job: str) -> bytes:
         """The job's changelog record, at most ``MAX_DUMP_BYTES``: should the caps leave it
@@ -591,6 +603,11 @@ class JobSide(_Side):
             js.trimmed_n += (len(js.signals) + 1) // 2
             js.signals = js.signals[: len(js.signals) // 2]
             blob = self._dump(job)
+        kept = self.kept.get(job)
+        while len(blob) > MAX_DUMP_BYTES and kept:
+            for i in sorted(kept, key=lambda i: (kept[i].ts, i))[: (len(kept) + 1) // 2]:
+                del kept[i]                 # the oldest half (still in memory's index here)
+            blob = self._dump(job)
         return blob
 
     def _dump(self, job: str) -> bytes:
@@ -599,13 +616,15 @@ class JobSide(_Side):
         return _mp_enc.encode(JobDump(state=parts.state, fence=self.fences.get(job) or Fence(),
                                       buffered=[_json.encode(ev) for ev in parts.buffered],
                                       pending=parts.pending, ctx=parts.ctx, incidents=parts.incidents,
-                                      evaluated=ev_at, recovered=parts.recovered))
+                                      evaluated=ev_at, recovered=parts.recovered,
+                                      kept=sorted(self.kept.get(job, {}).values(), key=lambda s: (s.ts, s.id))))
 
     def drop(self, job: str) -> None:
         for iid in [i for i, p in self.core.evaluations.items() if p.job == job]:
             self.evaluated.pop(iid, None)
         self.core.drop_job(job)
         self.fences.pop(job, None)
+        self.kept.pop(job, None)
 
     # ---------------------------------------------------------- processing
     def ingest(self, events: Iterable[Envelope], watermark: int) -> None:
@@ -633,10 +652,33 @@ class JobSide(_Side):
         """Sizes for the worker's stats log."""
         return self.core.counts()
 
+    def keep(self, job: str, sig: Signal) -> bool:
+        """Keep ``sig``, pushed to ``job``, in the job's table row (``JobDump.kept``), at most
+        ``KEEP_PUSHED`` (the newest). A push is read once: without this, the job's next owner
+        (or this worker after a rebalance rebuilt its sides) had only its copy of the
+        GlobalTable, and when that copy lacked the signal then (its filing not yet read
+        there) the next re-evaluation dropped the evidence (issue 14, seed 105: a leaf
+        uplink's link-down). A job this side has no state for keeps nothing (no row to keep
+        it in). True when it was new for the job."""
+        if job not in self.core.jobs and job not in self.fences:
+            return False
+        d = self.kept.get(job)
+        if d is None:
+            d = self.kept[job] = {}
+        if sig.id in d:
+            return False
+        d[sig.id] = sig
+        if len(d) > self.KEEP_PUSHED:
+            for i in sorted(d, key=lambda i: (d[i].ts, i))[: len(d) - self.KEEP_PUSHED]:
+                del d[i]
+        self.dirty.add(job)
+        return True
+
     def signal_for(self, job: str, sig: Signal) -> None:
-        """A signal on ``job``'s resources, pushed by the signals agent: remember it (the
-        GlobalTable copy may not have reached this worker yet) and re-evaluate the job's
-        incidents whose window it falls in."""
+        """A signal on ``job``'s resources, pushed by the signals agent: keep it with the job
+        (``keep``), remember it (the GlobalTable copy may not have reached this worker yet)
+        and re-evaluate the job's incidents whose window it falls in."""
+        self.keep(job, sig)
         if self.index.remember(sig):
             self.core.reevaluate_for(job, sig.ts)
 

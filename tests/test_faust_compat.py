@@ -602,6 +602,41 @@ async def test_recovery_seeks_a_standby_without_an_offset_to_the_beginning(app):
     assert seeks == [{a: 0, b: 0, c: 41}]
 
 
+async def test_standby_read_of_an_also_active_changelog_goes_on_from_the_active_offset(app):
+    """The views GlobalTable's changelog partition is active AND standby on every worker.
+    Recovery reads it as active (every later record updates ``active_offsets`` only), so its
+    standby offset stays at the log start; Faust then seeks the standby read there after
+    every rebalance: the whole changelog fetched again, and no other worker's write (a
+    signal filed, an attempt's allocation) reached this worker until it was through (issue
+    14: a fabric signal filed meanwhile missed a job). Patched: it goes on from the active
+    offset; a standby-only partition keeps its own offset."""
+    from collections import Counter
+
+    from faust.tables.recovery import Recovery
+
+    views, other = TP("x-views-changelog", 0), TP("x-nodes-changelog", 1)
+    rec = app.tables.recovery
+    seeks = []
+
+    class _C:
+        async def seek_wait(self, offsets):
+            seeks.append(dict(offsets))
+
+    rec.active_tps.add(views)
+    rec.active_offsets[views] = 5_000
+    try:
+        offsets = Counter({views: -1, other: 7})
+        await Recovery._seek_offsets(rec, _C(), {views, other}, offsets, "standby")
+        assert seeks == [{views: 5_000, other: 7}]
+        await Recovery._seek_offsets(rec, _C(), {views}, Counter({views: 9_000}), "standby")
+        assert seeks[-1] == {views: 9_000}                          # never backwards
+        await Recovery._seek_offsets(rec, _C(), {views}, Counter({views: 3}), "active")
+        assert seeks[-1] == {views: 3}                              # the active seek as Faust does it
+    finally:
+        rec.active_tps.discard(views)
+        rec.active_offsets.pop(views, None)
+
+
 async def test_fast_drain_leaves_a_jump_in_offsets_as_a_hole(app):
     """faultline's topics are delete-only and not transactional: a jump in the delivered
     offsets is records that exist and were skipped (dropped by getmany while the partition

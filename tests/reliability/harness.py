@@ -25,6 +25,7 @@ reproduces with the same seed.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import re
 import threading
@@ -81,6 +82,8 @@ def fleet_traffic(seed: int, *, scenario: str = SCENARIO, nodes: int = NODES, ho
                   end_ago_min: int = 30) -> Traffic:
     """The simulator's events for ``scenario``; the window ends ``end_ago_min`` ago."""
     start = (now_ms() - int((hours * 60 + end_ago_min) * 60_000)) // 60_000 * 60_000
+    if os.environ.get("FAULTLINE_TRAFFIC_START_MS"):   # a failing run's traffic (the simulator's day)
+        start = int(os.environ["FAULTLINE_TRAFFIC_START_MS"])
     lines, labels = simulate(scenario, seed=seed, nodes=nodes, hours=hours, start_ms=start)
     ids: dict[str, set[str]] = defaultdict(set)
     for line in lines:
