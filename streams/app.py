@@ -72,7 +72,8 @@ class FaultlineApp(faust.App):
     """``faust.App`` with a cheaper per-record path: the consumer delivers records without a
     per-message ``wait_first`` when the delivery cannot block (``faust_compat.fast_drain``), and
     topics carrying a ``RawFeed`` get their records as batches of messages, without Faust
-    events and streams (``faust_compat.fast_conductor``)."""
+    events and streams (``faust_compat.fast_conductor``). Its producer's ``flush`` waits for
+    every table changelog write (``faust_compat.complete_flush``)."""
 
     def _new_consumer(self) -> Any:
         from .faust_compat import fast_drain
@@ -82,10 +83,13 @@ class FaultlineApp(faust.App):
         return super()._new_consumer()
 
     def _new_producer(self) -> Any:
+        from .faust_compat import complete_flush
         from .faust_producer import idempotent_producer
 
         t = self.transport
-        t.Producer = idempotent_producer(t.Producer)
+        # flush() waits for every changelog write, not at most 0.1 s (faust_compat.complete_flush):
+        # Faust's commit flushes the producer and then commits the offsets that state covers
+        t.Producer = complete_flush(idempotent_producer(t.Producer))
         return super()._new_producer()
 
     def _new_conductor(self) -> Any:

@@ -266,6 +266,69 @@ def fast_drain(consumer_cls: type) -> type:
                  "__module__": consumer_cls.__module__})
 
 
+#: how long a producer flush waits for the records handed to ``send_soon`` (table changelogs)
+#: to be acknowledged before it gives up with ``ProducerFlushTimeout`` (aiokafka gives up on
+#: a record after its request timeout, 40 s, and fails its future: this is a backstop)
+FLUSH_TIMEOUT_S = 120.0
+
+
+class ProducerFlushTimeout(RuntimeError):
+    """Records handed to ``send_soon`` were still not acknowledged after ``FLUSH_TIMEOUT_S``:
+    what they carry is not durable, so nothing may be committed that relies on it."""
+
+
+def complete_flush(producer_cls: type) -> type:
+    """A subclass of Faust's producer whose ``flush()`` returns only once every record handed
+    to ``send_soon`` before the call is acknowledged by the broker.
+
+    The tables' changelog writes (``Table.send_changelog``) go through ``send_soon`` into
+    Faust's ``ProducerBuffer``, which a background task hands to aiokafka one record at a
+    time. Faust's ``ProducerBuffer.flush`` waits at most 0.1 s for the next record to leave
+    and then returns, whatever is still queued (``flush_atmost``: ``wait_for(message_sent,
+    0.1)``, ``TimeoutError`` -> return), and not at all for the record its task took out of
+    the queue but has not handed over yet. Faust's commit (``Consumer._commit_offsets``:
+    ``producer.flush()`` then the offset commit) therefore committed offsets of batches
+    whose state was still in that buffer whenever the loop was busy or aiokafka blocked for
+    0.1 s (a partition's batch full, metadata); a worker killed then lost that state, and
+    its partitions' next owner restored the older state and started after those records:
+    the job's history lost for good (a rebalance trial: a job's container OOM and NCCL
+    records missing, the incident's root cause from the scheduler's record alone). The
+    same ``flush`` is what the revoke and the agents' ``Outbox.settle`` rely on.
+
+    Each record's future resolves when the broker acknowledged it (or its delivery failed),
+    so this ``flush`` waits for those futures, after Faust's own flush (which also flushes
+    aiokafka's accumulator: records sent directly). ``_faultline_flush_waits`` counts the
+    flushes that had to wait (each one a commit or a revoke Faust would have let go ahead
+    of the state)."""
+    if getattr(producer_cls, "_faultline_complete_flush", False):
+        return producer_cls
+
+    def send_soon(self: Any, fut: Any) -> None:
+        unsent = self.__dict__.get("_faultline_unsent")
+        if unsent is None:
+            unsent = self._faultline_unsent = set()
+        unsent.add(fut)
+        fut.add_done_callback(unsent.discard)
+        producer_cls.send_soon(self, fut)
+
+    async def flush(self: Any) -> None:
+        waiting = [f for f in self.__dict__.get("_faultline_unsent", ()) if not f.done()]
+        await producer_cls.flush(self)
+        waiting = [f for f in waiting if not f.done()]
+        if not waiting:
+            return
+        self._faultline_flush_waits += 1
+        _, pending = await asyncio.wait(waiting, timeout=FLUSH_TIMEOUT_S)
+        if pending:
+            raise ProducerFlushTimeout(
+                f"{len(pending)} records handed to the producer (table changelogs) not acknowledged "
+                f"after {FLUSH_TIMEOUT_S:.0f} s: refusing to report them flushed")
+
+    return type(producer_cls.__name__, (producer_cls,),
+                {"send_soon": send_soon, "flush": flush, "_faultline_complete_flush": True,
+                 "_faultline_flush_waits": 0, "__module__": producer_cls.__module__})
+
+
 def patch_recovery() -> None:
     """Faust's table recovery seeks the standby changelog partitions to the offsets it built
     for them, but a standby partition added after those were built (the assignment changed
@@ -592,7 +655,8 @@ def consumer_counts(app: Any) -> dict[str, int]:
     return {"flow": int(app.flow_control.is_active()), "active": len(c._active_partitions or ()),
             "paused": len(getattr(c, "_buffered_partitions", ()) or ()),
             "refused_commits": int(getattr(c, "_faultline_failed_commits", 0)),
-            "resynced_commits": int(getattr(c, "_faultline_resynced_commits", 0))}
+            "resynced_commits": int(getattr(c, "_faultline_resynced_commits", 0)),
+            "flush_waits": int(getattr(app.producer, "_faultline_flush_waits", 0))}
 
 
 def head_gaps(app: Any) -> dict[Any, tuple[int, int]]:

@@ -696,3 +696,90 @@ async def test_a_rebalance_forgets_the_event_ids_seen(tmp_path):
     assert w.node.dedup.fresh("ev-1") and not w.node.dedup.fresh("ev-1")
     await asyncio.wait_for(w.on_revoked(), 10)
     assert w.node.dedup.fresh("ev-1")
+
+
+class _SlowSend:
+    """Stands in for ``ProducerBuffer._send_pending``: each record takes ``delay`` s to reach
+    the broker (a busy loop, aiokafka waiting for room in a partition's batch), then its
+    future resolves, as ``Topic._on_published`` does on the broker's answer."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.sent = 0
+
+    async def __call__(self, fut) -> None:
+        await asyncio.sleep(self.delay)
+        self.sent += 1
+        fut.set_result(self.sent)
+
+
+async def test_faust_producer_buffer_flush_returns_with_records_still_buffered(app):
+    """Pins the upstream behaviour ``complete_flush`` exists for: Faust's
+    ``ProducerBuffer.flush`` gives up after 0.1 s without a record leaving the buffer."""
+    buf = app.producer.buffer
+    buf._send_pending = _SlowSend(0.15)
+    await buf.start()
+    try:
+        futs = [asyncio.get_running_loop().create_future() for _ in range(4)]
+        for f in futs:
+            buf.put(f)
+        await buf.flush()
+        assert buf.size > 0 and not all(f.done() for f in futs)
+        await asyncio.wait(futs, timeout=5)
+    finally:
+        await buf.stop()
+
+
+async def test_a_commit_waits_for_every_changelog_write_handed_to_the_producer(app, monkeypatch):
+    """The mechanism of a rebalance trial's lost job history (fresh-clone CI, 2 Dec): a job
+    batch writes the job's state with ``Table.send_changelog`` (``send_soon``: Faust's
+    producer buffer) and its records are acked when the batch ends; Faust's commit flushes
+    the producer and commits those offsets. Faust's flush returned with the state still
+    buffered (records leaving slower than one per 0.1 s), so a worker SIGKILLed right after
+    the commit lost state the committed offsets said was applied: the next owner restored
+    the job's older state and read on after its container OOM and NCCL records. With
+    ``complete_flush`` the offsets go to the broker only once every changelog write handed
+    to the producer before the commit is acknowledged."""
+    producer = app.producer
+    assert getattr(type(producer), "_faultline_complete_flush", False)
+    send = _SlowSend(0.15)
+    producer.buffer._send_pending = send
+    await producer.buffer.start()
+    try:
+        writes = [asyncio.get_running_loop().create_future() for _ in range(4)]
+        for f in writes:
+            producer.send_soon(f)            # what Table.send_changelog does
+        consumer = app.consumer
+        tp = TP("t.runtime", 2)
+        monkeypatch.setattr(consumer, "assignment", lambda: {tp})
+        consumer._committed_offset[tp] = 100
+        consumer._acked[tp] = list(range(100, 110))      # the batch's records, acked
+        consumer._acked_index[tp] = set(range(100, 110))
+        seen = []
+
+        async def _commit(offsets):
+            seen.append((dict(offsets), [f.done() for f in writes]))
+            return True
+
+        monkeypatch.setattr(consumer, "_commit", _commit)
+        assert await consumer.force_commit() is True
+        assert seen == [({tp: 110}, [True] * 4)], "offsets committed before the state they cover was written"
+        assert send.sent == 4 and producer.buffer.size == 0
+        assert producer._faultline_flush_waits == 1
+        assert compat.consumer_counts(app)["flush_waits"] == 1
+        await producer.flush()               # nothing handed since: returns at once
+        assert producer._faultline_flush_waits == 1
+    finally:
+        await producer.buffer.stop()
+
+
+async def test_complete_flush_gives_up_loudly_on_a_write_never_answered(app, monkeypatch):
+    """A record whose future never resolves (the buffer's task died) must not be reported
+    flushed: the commit raises instead of committing past it."""
+    monkeypatch.setattr(compat, "FLUSH_TIMEOUT_S", 0.2)
+    producer = app.producer
+    lost = asyncio.get_running_loop().create_future()
+    producer._faultline_unsent = {lost}
+    with pytest.raises(compat.ProducerFlushTimeout):
+        await producer.flush()
+    lost.cancel()
