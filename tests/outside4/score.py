@@ -18,16 +18,15 @@ gate: the gate is tests/outside4/test_outside4.py).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
-import re
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# the same harness mechanics as round 3 (reading diagnose's output, the contract's component
+# forms, an attempt's facts from its file); the scenarios, expectations and the accounting check
+# (which takes the job's last checkpoint, whichever attempt wrote it) are this round's own
+from tests.outside3.score import attempt_facts, diagnose, form_problems
 from tests.outside4 import gen
 
 HERE = Path(__file__).resolve().parent
@@ -36,44 +35,6 @@ EXPECT = HERE / "expectations.json"
 
 def expectations() -> dict[str, list[dict]]:
     return json.loads(EXPECT.read_text())["scenarios"]
-
-
-def json_lines(text: str) -> list[dict]:
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
-
-
-def diagnose(path: Path, subprocess_cli: bool = False) -> tuple[list[dict], int, str]:
-    """(incidents at their highest revision, exit status, stderr tail) of `faultline diagnose PATH --json`."""
-    if subprocess_cli:
-        exe = Path(sys.executable).with_name("faultline")
-        cmd = [str(exe)] if exe.exists() else [shutil.which("faultline") or "faultline"]
-        p = subprocess.run(cmd + ["diagnose", str(path), "--json"], capture_output=True, text=True, timeout=600)
-        out, err, rc = p.stdout, p.stderr, p.returncode
-    else:
-        from faultline.cli import main
-
-        o, e = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()
-        with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
-            try:
-                rc = main(["diagnose", str(path), "--json"])
-            except SystemExit as ex:
-                rc = ex.code if isinstance(ex.code, int) else 1
-        o.flush()
-        out, err = o.buffer.getvalue().decode("utf-8"), e.getvalue()
-    best: dict[str, dict] = {}
-    for inc in (r for r in json_lines(out) if "root_cause" in r):
-        k = inc.get("id") or f"{inc.get('job')}/{inc.get('attempt')}"
-        if k not in best or inc.get("revision", 0) >= best[k].get("revision", 0):
-            best[k] = inc
-    return list(best.values()), rc, err.strip()[-400:]
 
 
 @dataclass
@@ -150,57 +111,6 @@ def score_scenario(name: str, incidents: list[dict], spec: list[dict]) -> list[V
 
 
 # --- contract checks on every incident (not part of the score) ---------------------------------------
-COMPONENT_FORM = {
-    **dict.fromkeys(("gpu_hardware", "gpu_nvlink", "thermal_throttle", "gpu_oom"), r"gpu:[^/\s]+/\d+"),
-    **dict.fromkeys(("node_hardware", "host_oom"), r"node:[^/\s]+"),
-    "network_link": r"port:[^/\s]+/\S+",
-    "network_congestion": r"segment:\S+",
-    **dict.fromkeys(("storage_slow", "storage_unavailable", "storage_full"), r"path:/\S*"),
-    "driver_software": r"(gpu:[^/\s]+/\d+|node:[^/\s]+)",
-    "change_regression": r"version:[a-z_]+=\S+",
-    **dict.fromkeys(("application", "scheduler", "unknown"), r"job:\S+"),
-}
-
-
-def form_problems(inc: dict) -> list[str]:
-    probs = []
-    rows = [("root_cause", inc.get("root_cause") or {})] + [("hypothesis", h) for h in inc.get("hypotheses") or []]
-    for where, r in rows:
-        form = COMPONENT_FORM.get(r.get("category"))
-        if form is None:
-            probs.append(f"{where}: unknown category {r.get('category')!r}")
-        elif not re.fullmatch(form, str(r.get("component"))):
-            probs.append(f"{where}: {r.get('category')} component {r.get('component')!r} is not {form}")
-    for g in (inc.get("affected") or {}).get("gpus") or []:
-        if not re.fullmatch(r"[^/\s]+/\d+", str(g)):
-            probs.append(f"affected.gpus: {g!r} is not <node>/<gpu index>")
-    return probs
-
-
-def attempt_facts(path: Path, job: str, attempt: int) -> dict:
-    f = dict(gpus=None, start=None, end=None, last_progress=None, ckpts=[], progress=[])
-    with path.open("rb") as fh:
-        for line in fh:
-            e = json.loads(line)
-            if e.get("job") != job:
-                continue
-            d = e["data"]
-            if e["kind"] == "sched.job" and d["attempt"] == attempt:
-                f["gpus"] = d["gpus"]
-                if d["state"] == "running":
-                    f["start"] = d["start_ts"]
-                elif d.get("end_ts") and d["state"] != "requeued":
-                    f["end"] = d["end_ts"]
-            elif e["kind"] == "runtime.progress":
-                f["progress"].append(e["ts"])
-            elif e["kind"] == "runtime.checkpoint" and d["phase"] == "succeeded":
-                f["ckpts"].append((e["ts"], d["step"], d["path"]))
-    win = [t for t in f.pop("progress") if f["start"] is not None and t >= f["start"]
-           and (f["end"] is None or t <= f["end"])]
-    f["last_progress"] = max(win) if win else None
-    return f
-
-
 def accounting_problems(path: Path, inc: dict) -> list[str]:
     f = attempt_facts(path, str(inc["job"]), int(inc.get("attempt", 0)))
     probs = []
