@@ -505,6 +505,12 @@ class NodeSide(_Side):
 
 
 # ---------------------------------------------------------------------------- job side
+def _drop_oldest(kept: dict[str, Signal], n: int) -> None:
+    """Drop the ``n`` oldest of a job's kept signals (by ts, then id)."""
+    for i in sorted(kept, key=lambda i: (kept[i].ts, i))[:n]:
+        del kept[i]
+
+
 class JobDump(Struct, kw_only=True):
     state: JobState
     fence: Fence
@@ -605,8 +611,7 @@ class JobSide(_Side):
             blob = self._dump(job)
         kept = self.kept.get(job)
         while len(blob) > MAX_DUMP_BYTES and kept:
-            for i in sorted(kept, key=lambda i: (kept[i].ts, i))[: (len(kept) + 1) // 2]:
-                del kept[i]                 # the oldest half (still in memory's index here)
+            _drop_oldest(kept, (len(kept) + 1) // 2)   # the oldest half (still in memory's index here)
             blob = self._dump(job)
         return blob
 
@@ -669,8 +674,7 @@ class JobSide(_Side):
             return False
         d[sig.id] = sig
         if len(d) > self.KEEP_PUSHED:
-            for i in sorted(d, key=lambda i: (d[i].ts, i))[: len(d) - self.KEEP_PUSHED]:
-                del d[i]
+            _drop_oldest(d, len(d) - self.KEEP_PUSHED)
         self.dirty.add(job)
         return True
 
