@@ -98,8 +98,10 @@ def cases() -> list[Case]:
         # its limit brought forward once 2 checkpoints are on disk
         Case("timeout", "forever", time_limit="1", action="time_limit", env={"FL_CKPT_EVERY": "10"}),
         # ... this one's once the worker's stall alert for it is on fl.alerts (the threshold is the
-        # 20 s floor or 10 x the job's p90 progress interval, whichever is longer)
-        Case("hang", "hang", time_limit="1", action="time_limit", action_after_alert="stall",
+        # 20 s floor or 10 x the job's p90 progress interval, whichever is longer); submitted with
+        # 3 minutes, a backstop only: with 1, a loaded run (a fresh-clone CI, 17:29 UTC 2 Dec, the
+        # 3-broker test beside it) ended the job 55 s after it hung, before the stall alert
+        Case("hang", "hang", time_limit="3", action="time_limit", action_after_alert="stall",
              env={"FL_FAULT_STEP": "8"}),
         Case("scancel", "forever", action="scancel"),
         Case("requeue", "exception_first", action="requeue", env={"FL_STEPS": "10", "FL_FAULT_STEP": "8"}),
