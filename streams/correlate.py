@@ -441,7 +441,7 @@ def _retransmits_of_a_link(cands: dict, cfg: CorrelateConfig) -> None:
             first = min((x.ts for x in l.sigs if x.kind in LINK_FAULT_KINDS), default=None)
             if first is not None and -RETRANS_SAMPLE_SLACK_MS <= onset - first <= RETRANS_AFTER_LINK_MS:
                 c.score *= LINK_CONSEQUENCE_FACTOR
-                c.summary += f"; began with the link fault of {l.component[5:] if l.component.startswith('port:') else l.component}"
+                c.summary += f"; began with the link fault of {l.component.removeprefix('port:')}"
                 break
 
 
