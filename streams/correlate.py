@@ -460,14 +460,22 @@ def _never_ran_summary(job_sigs: list[Signal]) -> str:
             + (f": {image}" if image else "") + " (the container runtime's pull errors are in the evidence)")
 
 
-def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signals: Iterable[Signal],
-              view: View, covered_layers: Iterable[str], cfg: CorrelateConfig = CorrelateConfig(), *,
-              cutoff: int, failure_ts: int, state: str, stalled: bool = False, retry: Retry | None = None,
-              change_failures: Callable[[str, int], int] | None = None, revision: int = 1,
-              prev_image: str | None = None) -> Incident:
-    """Explain one interrupted attempt. Pure: the result depends on the arguments only
-    (signal lists are de-duplicated by id and sorted, so their order does not matter)."""
-    start = rec.started()
+class _Ctx(Struct, frozen=True):
+    """What every stage of one attempt's correlation reads: the attempt, the view, the window."""
+    rec: AttemptRecord
+    view: View
+    cfg: CorrelateConfig
+    start: int
+    cutoff: int
+    failure_ts: int
+    state: str
+    stalled: bool
+    sigs: list   # every signal of the attempt, de-duplicated, in (ts, id) order
+
+
+def _attempt_signals(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signals: Iterable[Signal],
+                     view: View, cfg: CorrelateConfig, start: int, cutoff: int, failure_ts: int) -> list[Signal]:
+    """The signals that belong to this attempt, de-duplicated by id, in (ts, id) order."""
     t0 = start - cfg.lookback_ms
     uniq: dict[str, Signal] = {}
     nodes = set(rec.nodes)
@@ -503,271 +511,336 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     for s in fabric:
         if (s.data.get("device"), s.data.get("port")) in near and s.ts <= failure_ts + cfg.post_grace_ms:
             uniq.setdefault(s.id, s)
-    sigs = sorted(uniq.values(), key=lambda s: (s.ts, s.id))
-    job_sigs = [s for s in sigs if s.subject.startswith("job:") or s.kind == "container_oom"]
-    stalled_for = (cutoff - failure_ts) if stalled else None
-    symptom, sym_sig = _symptom(rec, job_sigs, state, stalled_for)
-    sym_cat = sym_sig.category if sym_sig is not None and sym_sig.data.get("role") == "cause" else None
+    return sorted(uniq.values(), key=lambda s: (s.ts, s.id))
 
-    # ---- application errors (for the echo rule and the application verdict)
+
+class _JobFacts(Struct, kw_only=True):
+    """What the job's own output and the signals say, read once before any candidate is weighed."""
+    job_sigs: list
+    symptom: str
+    sym_sig: Signal | None
+    sym_cat: str | None           # the category the job's first error names as its cause
+    app_errs: list                # application-side errors (for the echo rule and the verdict)
+    code_bug: list                # ... of which a code exception (KeyError, TypeError, ...)
+    code_errs: list               # ... the user-code errors up to the failure not explained by the environment
+    first_app: dict               # node -> its first application error's ts
+    first_app_any: int | None
+    app_node: str | None          # the first user-code error's node and time
+    app_ts: int | None
+    stragglers: set
+    slowed: bool
+    storage_hit: bool             # the job felt storage: an I/O error, a failed checkpoint, a hang
+    dead_nodes: set
+    net_err_ts: list              # the job's own transport errors
+    waited: bool                  # the job says it was left waiting on something outside its code
+    post_grace: int
+    seen_mounts: dict             # node -> mount points its storage signals name
+    pci_index: dict
+    felt: set
+
+
+def _on_bad_mount(e: Signal, bad_mounts: set) -> bool:
+    """An error about a file under a mount that is missing / stale / read-only / full on the job's
+    nodes is that mount's failure reaching the job, not a code bug - when the error is one that
+    failure raises: a full or read-only mount fails writes (ENOSPC / EDQUOT, EROFS), it does not
+    make a file vanish (a FileNotFoundError under a full /home is still the user's typo)."""
+    text = (e.data.get("detail") or "") + " " + (e.data.get("path") or "")
+    exc = (e.data.get("exception") or "") + " " + text
+    for p in _QPATH_RE.findall(text):
+        for n, m, cat, kind in bad_mounts:
+            if not ((n is None or e.node is None or n == e.node) and (p == m or p.startswith(m + "/") or m == "/")):
+                continue
+            if cat == "storage_full" and not _FULL_ERR_RE.search(exc):
+                continue
+            if kind == "mount_readonly" and not _RO_ERR_RE.search(exc):
+                continue
+            return True
+    return False
+
+
+def _job_facts(x: _Ctx) -> _JobFacts:
+    rec, cfg, sigs, stalled, state = x.rec, x.cfg, x.sigs, x.stalled, x.state
+    job_sigs = [s for s in sigs if s.subject.startswith("job:") or s.kind == "container_oom"]
+    symptom, sym_sig = _symptom(rec, job_sigs, state, (x.cutoff - x.failure_ts) if stalled else None)
     app_errs = [s for s in job_sigs if s.kind.startswith("log:") and s.data.get("signature") in APP_ERROR_SIGS]
-    code_bug = [s for s in app_errs if s.data.get("exception", "").rsplit(".", 1)[-1] in CODE_EXCEPTIONS]
-    first_app = {}
+    first_app: dict = {}
     for s in app_errs:
         first_app.setdefault(s.node, s.ts)
-    first_app_any = min((s.ts for s in app_errs), default=None)
-
-    stragglers = {s.node for s in job_sigs if s.kind == "straggler" and s.node}
-    slowed = any(s.kind == "slowdown" for s in job_sigs) or state == "timeout"
     # job-side signs that storage was in the way: an I/O error, a failed checkpoint, a hang
     storage_hit = (stalled and rec.ckpt_open is not None) or any(
         (s.layer == "storage" and s.kind.startswith("log:")) or s.kind in ("checkpoint_failed", "log:hung_task")
         for s in job_sigs)
-    # a user-code bug anywhere in the job's own output up to the failure (the culprit rank
-    # rarely prints first: the others report the collective it left hanging)
     # an error raised while a checkpoint write was failing is the write's failure, not a code bug
     ck_fails = [s.ts for s in job_sigs if s.kind == "checkpoint_failed"]
-    # an error about a file under a mount that is missing / stale / read-only / full on the job's
-    # nodes is that mount's failure reaching the job, not a code bug - when the error is one that
-    # failure raises: a full or read-only mount fails writes (ENOSPC / EDQUOT, EROFS), it does
-    # not make a file vanish (a FileNotFoundError under a full /home is still the user's typo)
     bad_mounts = {(s.node, (s.data.get("path") or "").rstrip("/") or "/", s.category, s.kind) for s in sigs
                   if s.category in ("storage_unavailable", "storage_full") and s.data.get("path")
                   and not s.subject.startswith("job:")}
-
-    def on_bad_mount(e: Signal) -> bool:
-        if not bad_mounts:
-            return False
-        text = (e.data.get("detail") or "") + " " + (e.data.get("path") or "")
-        exc = (e.data.get("exception") or "") + " " + text
-        for p in _QPATH_RE.findall(text):
-            for n, m, cat, kind in bad_mounts:
-                if not ((n is None or e.node is None or n == e.node) and (p == m or p.startswith(m + "/") or m == "/")):
-                    continue
-                if cat == "storage_full" and not _FULL_ERR_RE.search(exc):
-                    continue
-                if kind == "mount_readonly" and not _RO_ERR_RE.search(exc):
-                    continue
-                return True
-        return False
-    felt_mount = [s for s in app_errs if on_bad_mount(s)]
-    if felt_mount:
-        storage_hit = True
-    code_errs = [s for s in app_errs if s.ts <= failure_ts + cfg.post_grace_ms and _is_app_code(s)
+    felt_mount = [s for s in app_errs if bad_mounts and _on_bad_mount(s, bad_mounts)]
+    storage_hit = storage_hit or bool(felt_mount)
+    # a user-code bug anywhere in the job's own output up to the failure (the culprit rank
+    # rarely prints first: the others report the collective it left hanging)
+    code_errs = [s for s in app_errs if s.ts <= x.failure_ts + cfg.post_grace_ms and _is_app_code(s)
                  and not any(0 <= s.ts - t <= 60_000 for t in ck_fails) and s not in felt_mount]
-    app_code = bool(code_errs)
-    app_node, app_ts = (code_errs[0].node, code_errs[0].ts) if app_code else (None, None)
     # nodes that really went away (the scheduler says so, or the job ended NODE_FAIL)
     dead_nodes = {s.node for s in sigs if s.kind == "node_down"}
     if state == "node_fail":
         dead_nodes |= {s.data.get("failed_node") for s in job_sigs if s.data.get("failed_node")}
-
-    net_err_ts = [s.ts for s in job_sigs if s.data.get("signature") in ("nccl_remote_error", "connection_reset")]
-    net_symptom = bool(net_err_ts)
-    # the job itself says it was left waiting on something outside its code (a collective that
-    # never completed, a peer gone, an I/O that hung): not a silent exit of its own
-    waited = stalled or any(s.data.get("signature") in WAIT_SIGNATURES for s in job_sigs)
-    # a stall began somewhere after the last progress, within about one progress interval
-    post_grace = max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0)
-    cands: dict[tuple[str, str], _Cand] = {}
-    xid_events = {(s.node, s.data.get("xid")) for s in sigs if s.kind == "xid"}
     # mount points the storage signals of each node name (samples of a mount its inventory may not list)
     seen_mounts: dict[str, set[str]] = {}
     for s in sigs:
         if s.layer == "storage" and s.node and not s.kind.startswith("log:") and not s.subject.startswith("job:") \
                 and isinstance(s.data.get("path"), str) and s.data["path"].startswith("/"):
             seen_mounts.setdefault(s.node, set()).add(s.data["path"].rstrip("/") or "/")
-    pci_index = _pci_index(sigs)
-    felt = _felt_paths(rec, job_sigs, view, seen_mounts) if storage_hit else set()
-    for s in sigs:
+    return _JobFacts(
+        job_sigs=job_sigs, symptom=symptom, sym_sig=sym_sig,
+        sym_cat=sym_sig.category if sym_sig is not None and sym_sig.data.get("role") == "cause" else None,
+        app_errs=app_errs,
+        code_bug=[s for s in app_errs if s.data.get("exception", "").rsplit(".", 1)[-1] in CODE_EXCEPTIONS],
+        code_errs=code_errs, first_app=first_app, first_app_any=min((s.ts for s in app_errs), default=None),
+        app_node=code_errs[0].node if code_errs else None, app_ts=code_errs[0].ts if code_errs else None,
+        stragglers={s.node for s in job_sigs if s.kind == "straggler" and s.node},
+        slowed=any(s.kind == "slowdown" for s in job_sigs) or state == "timeout",
+        storage_hit=storage_hit, dead_nodes=dead_nodes,
+        net_err_ts=[s.ts for s in job_sigs if s.data.get("signature") in ("nccl_remote_error", "connection_reset")],
+        waited=stalled or any(s.data.get("signature") in WAIT_SIGNATURES for s in job_sigs),
+        # a stall began somewhere after the last progress, within about one progress interval
+        post_grace=max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0),
+        seen_mounts=seen_mounts, pci_index=_pci_index(sigs),
+        felt=_felt_paths(rec, job_sigs, x.view, seen_mounts) if storage_hit else set())
+
+
+def _xid_of_a_log(s: Signal, xid_events: set) -> Signal | None:
+    """An XID known only from the kernel log (no gpu.xid collector on that node), weighed by its
+    catalogue entry; None when a gpu.xid of it exists or the line names no XID."""
+    if (s.node, s.data.get("xid")) in xid_events or s.data.get("xid") is None:
+        return None
+    info = xid_lookup(int(s.data["xid"]))
+    score = XID_LOG_WEIGHT[info.severity]
+    if not info.fatal:
+        score = min(score, XID_NONFATAL_CAP)
+    if info.category == "application":
+        score = min(score, XID_APP_CAP)
+    return msgspec.structs.replace(s, kind="xid", category=info.category, score=score, data={
+        **s.data, "app_induced": info.app_induced, "fatal": info.fatal})
+
+
+def _weight(s: Signal, x: _Ctx, f: _JobFacts) -> float | None:
+    """One signal's weight as a cause of this interruption (None: not a candidate at all)."""
+    cat, score, kind, stalled = s.category, s.score, s.kind, x.stalled
+    if kind == "xid":
+        app_t = f.first_app.get(s.node, f.first_app_any if s.node is None else None)
+        if app_t is not None and s.ts >= app_t and (s.data.get("app_induced") or not s.data.get("fatal")):
+            return None  # echo of the application's own error
+    if kind.startswith("log:") and s.data.get("role") == "weak":
+        return None  # application evidence: judged in _application
+    if kind == "thermal_throttle" and (s.node in f.stragglers or f.slowed):
+        score = THROTTLE_SLOWED_WEIGHT  # throttling that slowed the job down
+    if cat in ("storage_slow", "storage_unavailable", "storage_full") \
+            and not (kind.startswith("log:") or kind == "checkpoint_failed") \
+            and (not f.storage_hit or not _felt_here(s, f.felt)):
+        score *= UNFELT_STORAGE_FACTOR  # a storage alarm the job never felt
+    if cat == "node_hardware" and kind in ("bmc_sel", "bmc_sensor"):
+        score = min(BMC_DEAD_NODE_CAP, score + BMC_DEAD_NODE_BONUS) if s.node in f.dead_nodes else min(score, BMC_LIVE_NODE_CAP)
+    # time: after the failure -> consequence; long before -> decays (not for lasting conditions)
+    grace = f.post_grace + (HANG_REPORT_MS if stalled and cat in HANG_CATEGORIES and kind.startswith("log:") else 0)
+    if s.ts > x.failure_ts + grace:
+        score *= AFTER_STALL_FACTOR if stalled else AFTER_FAILURE_FACTOR
+    elif kind not in LASTING_KINDS:
+        age = x.failure_ts - s.ts
+        if age > 0:
+            score *= 1.0 - AGE_DECAY * min(1.0, age / x.cfg.decay_ms)
+    if f.sym_cat is not None and cat == f.sym_cat:
+        score = min(CONFIDENCE_MAX, score + SYMPTOM_BONUS)
+    if s.data.get("fabric"):
+        # an inter-switch port: on the job's path only by inference; only the job's own report
+        # of transport errors within minutes after the port's fault ties it to this failure
+        tied = any(0 <= t - s.ts <= x.cfg.fabric_tie_ms for t in f.net_err_ts)
+        score *= FABRIC_TIED_FACTOR if tied else FABRIC_UNTIED_FACTOR
+    if f.net_err_ts and cat in ("network_link", "network_congestion"):
+        score = min(CONFIDENCE_MAX, score + SYMPTOM_BONUS)  # the job itself reported the fabric failing
+    if stalled and (cat in SLOWDOWN_OR_CRASH or (kind == "xid" and s.data.get("app_induced"))):
+        score *= HANG_MISFIT_FACTOR  # a silent hang: these slow a job down or crash it, they do not freeze it
+    if x.state == "out_of_memory" and cat != "host_oom":
+        score *= SCHED_OOM_OTHER_FACTOR  # the scheduler itself says host memory ran out
+    if f.code_errs:
+        # a code bug is not explained by infrastructure unless a hard fault hit the
+        # erroring rank's own node before the error
+        if not (score >= HARD_FAULT and s.node == f.app_node and f.app_ts is not None and s.ts <= f.app_ts):
+            score *= CODE_BUG_INFRA_FACTOR
+    return score
+
+
+def _infrastructure_candidates(x: _Ctx, f: _JobFacts) -> dict[tuple[str, str], _Cand]:
+    """Every signal with a root-cause category, weighed, grouped by (category, component)."""
+    cands: dict[tuple[str, str], _Cand] = {}
+    xid_events = {(s.node, s.data.get("xid")) for s in x.sigs if s.kind == "xid"}
+    for s in x.sigs:
         if s.kind == "log:xid":
-            # an XID known only from the kernel log (no gpu.xid collector on that node)
-            if (s.node, s.data.get("xid")) in xid_events or s.data.get("xid") is None:
+            s = _xid_of_a_log(s, xid_events)
+            if s is None:
                 continue
-            info = xid_lookup(int(s.data["xid"]))
-            score = XID_LOG_WEIGHT[info.severity]
-            if not info.fatal:
-                score = min(score, XID_NONFATAL_CAP)
-            if info.category == "application":
-                score = min(score, XID_APP_CAP)
-            s = msgspec.structs.replace(s, kind="xid", category=info.category, score=score, data={
-                **s.data, "app_induced": info.app_induced, "fatal": info.fatal})
-        cat = s.category
-        if cat is None or s.score <= 0:
+        if s.category is None or s.score <= 0:
             continue
-        score = s.score
-        kind = s.kind
-        if kind == "xid":
-            app_t = first_app.get(s.node, first_app_any if s.node is None else None)
-            if app_t is not None and s.ts >= app_t and (s.data.get("app_induced") or not s.data.get("fatal")):
-                continue  # echo of the application's own error
-        if kind.startswith("log:") and s.data.get("role") == "weak":
-            continue  # application evidence: judged below
-        if kind == "thermal_throttle" and (s.node in stragglers or slowed):
-            score = THROTTLE_SLOWED_WEIGHT  # throttling that slowed the job down
-        if cat in ("storage_slow", "storage_unavailable", "storage_full") \
-                and not (kind.startswith("log:") or kind == "checkpoint_failed") \
-                and (not storage_hit or not _felt_here(s, felt)):
-            score *= UNFELT_STORAGE_FACTOR  # a storage alarm the job never felt
-        if cat == "node_hardware" and kind in ("bmc_sel", "bmc_sensor"):
-            score = min(BMC_DEAD_NODE_CAP, score + BMC_DEAD_NODE_BONUS) if s.node in dead_nodes else min(score, BMC_LIVE_NODE_CAP)
-        # time: after the failure -> consequence; long before -> decays (not for lasting conditions)
-        grace = post_grace + (HANG_REPORT_MS if stalled and cat in HANG_CATEGORIES and kind.startswith("log:") else 0)
-        if s.ts > failure_ts + grace:
-            score *= AFTER_STALL_FACTOR if stalled else AFTER_FAILURE_FACTOR
-        elif kind not in LASTING_KINDS:
-            age = failure_ts - s.ts
-            if age > 0:
-                score *= 1.0 - AGE_DECAY * min(1.0, age / cfg.decay_ms)
-        if sym_cat is not None and cat == sym_cat:
-            score = min(CONFIDENCE_MAX, score + SYMPTOM_BONUS)
-        if s.data.get("fabric"):
-            # an inter-switch port: on the job's path only by inference; only the job's own report
-            # of transport errors within minutes after the port's fault ties it to this failure
-            tied = any(0 <= t - s.ts <= cfg.fabric_tie_ms for t in net_err_ts)
-            score *= FABRIC_TIED_FACTOR if tied else FABRIC_UNTIED_FACTOR
-        if net_symptom and cat in ("network_link", "network_congestion"):
-            score = min(CONFIDENCE_MAX, score + SYMPTOM_BONUS)  # the job itself reported the fabric failing
-        if stalled and (cat in SLOWDOWN_OR_CRASH or (kind == "xid" and s.data.get("app_induced"))):
-            score *= HANG_MISFIT_FACTOR  # a silent hang: these slow a job down or crash it, they do not freeze it
-        if state == "out_of_memory" and cat != "host_oom":
-            score *= SCHED_OOM_OTHER_FACTOR  # the scheduler itself says host memory ran out
-        if app_code:
-            # a code bug is not explained by infrastructure unless a hard fault hit the
-            # erroring rank's own node before the error
-            if not (score >= HARD_FAULT and s.node == app_node and app_ts is not None and s.ts <= app_ts):
-                score *= CODE_BUG_INFRA_FACTOR
-        comp = _component(s, rec, view, pci_index, seen_mounts)
-        key = (cat, comp)
+        score = _weight(s, x, f)
+        if score is None:
+            continue
+        comp = _component(s, x.rec, x.view, f.pci_index, f.seen_mounts)
+        key = (s.category, comp)
         c = cands.get(key)
         if c is None:
-            c = cands[key] = _Cand(cat, comp, score, s.ts, s.summary)
+            c = cands[key] = _Cand(s.category, comp, score, s.ts, s.summary)
         else:
             if score > c.score:
                 c.score, c.summary = score, s.summary
             c.ts = min(c.ts, s.ts)
         c.sigs.append(s)
-    _discount_survived(cands, rec, start)
-    # an OOM message's "GPU N" is the process's view (per-task CUDA_VISIBLE_DEVICES makes every
-    # task's GPU 0); the GPU NVML saw full at that moment, the rank's local GPU, settles which one
-    for key in [k for k in cands if k[0] == "gpu_oom"]:
-        c = cands[key]
-        logs = [x for x in c.sigs if x.kind == "log:cuda_oom"]
-        if not logs or key not in cands:
-            continue
-        node, _, g = c.component[4:].rpartition("/")
-        t = logs[0].ts
-        full = {x.component.rpartition("/")[2] for x in sigs if x.kind == "gpu_mem_high" and x.node == node
-                and x.component and t - 600_000 <= x.ts <= t + 60_000}
-        if not full or g in full:
-            continue
-        r = logs[0].data.get("rank")
-        local = str(_local_gpu(rec, int(r), node)) if r is not None and node in rec.nodes else None
-        pick = local if local in full else (next(iter(full)) if len(full) == 1 else None)
-        if pick is None:
-            continue
-        _move(cands, key, ("gpu_oom", f"gpu:{node}/{pick}"), summary_from_moved=True)
+    _discount_survived(cands, x.rec, x.start)
+    _gpu_oom_on_the_full_gpu(cands, x)
     for c in cands.values():
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
             c.score = min(CONFIDENCE_MAX, c.score * (1.0 + min(CORROBORATION_MAX, CORROBORATION_STEP * (len(c.sigs) - 1))))
-
-    _retransmits_of_a_link(cands, cfg)
-
-    # a GPU known only by its bus id: the index of the GPU of that node that went silent right after
-    for key in [k for k in cands if k[0] in ("gpu_hardware", "gpu_nvlink", "driver_software") and k[1].startswith("gpu:")]:
-        c = cands[key]
-        node, _, g = key[1][4:].rpartition("/")
-        if g.isdigit():
-            continue
-        lost = {x.data.get("gpu") for x in sigs if x.kind == "gpu_lost" and x.node == node
-                and c.ts - 60_000 <= x.ts <= c.ts + 15 * 60_000 and x.data.get("gpu") is not None}
-        if len(lost) != 1:
-            continue
-        _move(cands, key, (key[0], f"gpu:{node}/{lost.pop()}"))
+    _retransmits_of_a_link(cands, x.cfg)
+    _gpu_by_bus_id(cands, x.sigs)
     # a driver/GSP verdict needs "no hardware sign": a hardware fault of the same GPU outranks it
     for key, c in cands.items():
         if c.category == "driver_software" and key[1].startswith("gpu:"):
             hw_c = cands.get(("gpu_hardware", key[1]))
             if hw_c is not None and hw_c.score >= 0.5:
                 c.score *= 0.5
+    return cands
 
-    # ---- version changes: what the job's own errors say a change could have caused
-    # a plain bug in user code (KeyError, TypeError...) is not what a driver, library or image
-    # upgrade produces; broken packaging (ImportError, undefined symbol) or a driver-level
-    # crash (illegal address, segfault, driver XID, NCCL failure, a hang) can be
-    user_bugs = [s for s in code_errs if s.data.get("signature") in USER_BUG_SIGS or (
-                 s.data.get("signature") == "python_traceback"
-                 and (s.data.get("exception") or "").rsplit(".", 1)[-1] not in LIB_EXCEPTIONS)]
-    # a concrete fault on the job's path explains the failure better than a change does
-    concrete = max((c.score for c in cands.values() if c.category in CONCRETE
-                    and not all(x.data.get("fabric") for x in c.sigs)), default=0.0)
-    changes = view.version_changes(rec.nodes, start - cfg.change_window_ms, start + cfg.post_grace_ms)
 
-    def recency(ch_ts: int) -> float:
+def _gpu_oom_on_the_full_gpu(cands: dict, x: _Ctx) -> None:
+    """An OOM message's "GPU N" is the process's view (per-task CUDA_VISIBLE_DEVICES makes every
+    task's GPU 0); the GPU NVML saw full at that moment, the rank's local GPU, settles which one."""
+    for key in [k for k in cands if k[0] == "gpu_oom"]:
+        c = cands[key]
+        logs = [s for s in c.sigs if s.kind == "log:cuda_oom"]
+        if not logs or key not in cands:
+            continue
+        node, _, g = c.component[4:].rpartition("/")
+        t = logs[0].ts
+        full = {s.component.rpartition("/")[2] for s in x.sigs if s.kind == "gpu_mem_high" and s.node == node
+                and s.component and t - 600_000 <= s.ts <= t + 60_000}
+        if not full or g in full:
+            continue
+        r = logs[0].data.get("rank")
+        local = str(_local_gpu(x.rec, int(r), node)) if r is not None and node in x.rec.nodes else None
+        pick = local if local in full else (next(iter(full)) if len(full) == 1 else None)
+        if pick is None:
+            continue
+        _move(cands, key, ("gpu_oom", f"gpu:{node}/{pick}"), summary_from_moved=True)
+
+
+def _gpu_by_bus_id(cands: dict, sigs: list[Signal]) -> None:
+    """A GPU known only by its bus id: the index of the GPU of that node that went silent right after."""
+    for key in [k for k in cands if k[0] in ("gpu_hardware", "gpu_nvlink", "driver_software") and k[1].startswith("gpu:")]:
+        c = cands[key]
+        node, _, g = key[1][4:].rpartition("/")
+        if g.isdigit():
+            continue
+        lost = {s.data.get("gpu") for s in sigs if s.kind == "gpu_lost" and s.node == node
+                and c.ts - 60_000 <= s.ts <= c.ts + 15 * 60_000 and s.data.get("gpu") is not None}
+        if len(lost) != 1:
+            continue
+        _move(cands, key, (key[0], f"gpu:{node}/{lost.pop()}"))
+
+
+class _ChangeWeigher:
+    """How much a version change can explain this attempt's failure: its recency, and a cap when
+    something else explains it better (a scheduler ending, a concrete fault, a plain user bug)."""
+
+    def __init__(self, x: _Ctx, f: _JobFacts, cands: dict) -> None:
+        self.x = x
+        # a plain bug in user code (KeyError, TypeError...) is not what a driver, library or image
+        # upgrade produces; broken packaging (ImportError, undefined symbol) or a driver-level
+        # crash (illegal address, segfault, driver XID, NCCL failure, a hang) can be
+        self.user_bugs = [s for s in f.code_errs if s.data.get("signature") in USER_BUG_SIGS or (
+                          s.data.get("signature") == "python_traceback"
+                          and (s.data.get("exception") or "").rsplit(".", 1)[-1] not in LIB_EXCEPTIONS)]
+        # a concrete fault on the job's path explains the failure better than a change does
+        self.concrete = max((c.score for c in cands.values() if c.category in CONCRETE
+                             and not all(s.data.get("fabric") for s in c.sigs)), default=0.0)
+        self.sched_end = x.state == "preempted" or (x.state == "timeout" and not x.stalled)
+
+    def recency(self, ch_ts: int) -> float:
         """1 for a change in the day before the attempt, down to 0.4 at the window's edge."""
-        age = start - ch_ts
+        cfg = self.x.cfg
+        age = self.x.start - ch_ts
         if age <= cfg.change_recent_ms:
             return 1.0
         span = max(1, cfg.change_window_ms - cfg.change_recent_ms)
         return 1.0 - 0.6 * min(1.0, (age - cfg.change_recent_ms) / span)
 
-    sched_end = state == "preempted" or (state == "timeout" and not stalled)
-
-    def plausible(score: float) -> float:
-        if sched_end:
+    def plausible(self, score: float) -> float:
+        if self.sched_end:
             return min(score, SCHEDULER_END_CHANGE_CAP)
-        if concrete >= 0.5:
+        if self.concrete >= 0.5:
             return min(score, 0.3)
-        if user_bugs:
+        if self.user_bugs:
             return score * 0.3
         return score
 
-    # ---- version drift inside the job: the odd node out
-    rollout: dict[str, str] = {}
-    if len(rec.nodes) > 1:
-        for comp in ("driver", "cuda", "nccl", "image", "framework", "gpu_firmware", "ofed", "kernel"):
-            vals: dict[str, list[str]] = {}
-            for n in rec.nodes:
-                v = view.versions_at(n, start).get(comp)
-                if v is not None:
-                    vals.setdefault(v, []).append(n)
-            if len(vals) > 1:
-                ranked = sorted(vals.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-                majority = ranked[0][0]
-                for v, ns in ranked[1:]:
-                    for n in ns:
-                        if any(ch.component == comp and ch.to == v and ch.node == n for ch, _ in changes):
-                            # the odd node was just upgraded: a rollout in progress, blame the new version
-                            rollout[f"version:{comp}={v}"] = n
-                            continue
-                        # a mismatch that breaks a job (the CUDA runtime vs an old driver, NCCL
-                        # across ranks) vs one that rarely does (kernel, firmware)
-                        drift = plausible(0.6 if comp in ABI_COMPONENTS else 0.3)
-                        key = ("driver_software", f"node:{n}")
-                        c = cands.get(key) or _Cand("driver_software", f"node:{n}", 0.0, start,
-                                                    f"version drift: {n} runs {comp} {v}, the rest of the job {majority}")
-                        c.score = max(c.score, drift)
-                        cands[key] = c
 
-    # ---- version change followed by failures: a change that put the version the attempt
-    # started on in place (a change during the run does not touch the running process), weighed
-    # by how recent it is, whether other jobs failed on it since, and whether the failure is
-    # one a change produces
+#: the stack components compared across a job's nodes for drift
+DRIFT_COMPONENTS = ("driver", "cuda", "nccl", "image", "framework", "gpu_firmware", "ofed", "kernel")
+
+
+def _version_drift(cands: dict, x: _Ctx, w: _ChangeWeigher, changes: list) -> dict[str, str]:
+    """Version drift inside the job: the odd node out. Returns the rollouts in progress
+    (``version:<comp>=<v>`` -> the node just upgraded to it while the rest of the job was not)."""
+    rollout: dict[str, str] = {}
+    rec, view, start = x.rec, x.view, x.start
+    if len(rec.nodes) <= 1:
+        return rollout
+    for comp in DRIFT_COMPONENTS:
+        vals: dict[str, list[str]] = {}
+        for n in rec.nodes:
+            v = view.versions_at(n, start).get(comp)
+            if v is not None:
+                vals.setdefault(v, []).append(n)
+        if len(vals) <= 1:
+            continue
+        ranked = sorted(vals.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        majority = ranked[0][0]
+        for v, ns in ranked[1:]:
+            for n in ns:
+                if any(ch.component == comp and ch.to == v and ch.node == n for ch, _ in changes):
+                    # the odd node was just upgraded: a rollout in progress, blame the new version
+                    rollout[f"version:{comp}={v}"] = n
+                    continue
+                # a mismatch that breaks a job (the CUDA runtime vs an old driver, NCCL
+                # across ranks) vs one that rarely does (kernel, firmware)
+                drift = w.plausible(0.6 if comp in ABI_COMPONENTS else 0.3)
+                key = ("driver_software", f"node:{n}")
+                c = cands.get(key) or _Cand("driver_software", f"node:{n}", 0.0, start,
+                                            f"version drift: {n} runs {comp} {v}, the rest of the job {majority}")
+                c.score = max(c.score, drift)
+                cands[key] = c
+    return rollout
+
+
+def _version_changes(cands: dict, x: _Ctx, w: _ChangeWeigher, changes: list, rollout: dict,
+                     change_failures: Callable[[str, int], int] | None) -> dict[str, str]:
+    """A version change followed by failures: a change that put the version the attempt started
+    on in place (a change during the run does not touch the running process), weighed by how
+    recent it is, whether other jobs failed on it since, and whether the failure is one a change
+    produces. Returns node -> the driver-stack change just made there."""
     driver_nodes: dict[str, str] = {}
     for ch, announced in changes:
-        cur = view.versions_at(ch.node, start).get(ch.component)
+        cur = x.view.versions_at(ch.node, x.start).get(ch.component)
         if cur is not None and cur != ch.to:
             continue
         comp = f"version:{ch.component}={ch.to}"
         # other jobs that failed on the new version since it arrived here (failures on it
         # elsewhere before this change say nothing about the change)
-        prior = max(0, change_failures(comp, failure_ts) - change_failures(comp, ch.ts)) if change_failures else 0
-        w = recency(ch.ts)
-        if view.ran_before(ch.node, ch.component, ch.to, ch.ts - 600_000):
-            w *= 0.5  # back to a version this node ran before (a rollback): weak evidence
+        prior = max(0, change_failures(comp, x.failure_ts) - change_failures(comp, ch.ts)) if change_failures else 0
+        rw = w.recency(ch.ts)
+        if x.view.ran_before(ch.node, ch.component, ch.to, ch.ts - 600_000):
+            rw *= 0.5  # back to a version this node ran before (a rollback): weak evidence
         base = (0.45 if ch.component in RUNTIME_COMPONENTS else 0.25) * (1.0 if announced else 0.85)
-        score = plausible(w * (base + min(0.3, 0.15 * prior)))
-        if w >= 1.0 and ch.component in DRIVER_STACK:
+        score = w.plausible(rw * (base + min(0.3, 0.15 * prior)))
+        if rw >= 1.0 and ch.component in DRIVER_STACK:
             driver_nodes.setdefault(ch.node, comp)
         key = ("change_regression", comp)
         c = cands.get(key)
@@ -777,81 +850,107 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
                                    + ("" if announced else " (seen in its inventory reports)")
                                    + (f"; {prior} earlier failure(s) since" if prior else ""))
         c.score = max(c.score, score)
-        if announced and not any(x.id == ch.id for x in c.sigs):
+        if announced and not any(s.id == ch.id for s in c.sigs):
             # the change itself on the timeline, whatever its time (the verdict rests on it)
             c.sigs.insert(0, Signal(id=ch.id, ts=ch.ts, layer="inventory", kind="version_change", subject=comp,
                                     node=ch.node, severity="info", evidence=[ch.id],
                                     summary=f"{ch.node}: {ch.component} {ch.from_ or '?'} -> {ch.to}"))
         if comp in rollout:
-            c.score = max(c.score, plausible(0.65))
+            c.score = max(c.score, w.plausible(0.65))
             c.summary += f"; {rollout[comp]} runs it while the rest of the job does not"
-    # a driver/GSP fault on a node whose driver stack was just changed is that change's doing
+    return driver_nodes
+
+
+def _driver_fault_after_change(cands: dict, x: _Ctx, w: _ChangeWeigher, driver_nodes: dict) -> None:
+    """A driver/GSP fault on a node whose driver stack was just changed is that change's doing."""
     for c in list(cands.values()):
         if c.category != "driver_software" or not c.sigs:
             continue
         node = c.component.split(":", 1)[1].split("/", 1)[0]
         comp = driver_nodes.get(node)
-        if comp is None or c.ts < start:
+        if comp is None or c.ts < x.start:
             continue
         ch_c = cands[("change_regression", comp)]
-        if concrete < 0.5 and not user_bugs:
+        if w.concrete < 0.5 and not w.user_bugs:
             ch_c.score = max(ch_c.score, min(0.9, c.score))
             ch_c.sigs.extend(c.sigs)
             ch_c.summary += f"; then {c.sigs[0].summary}"
             c.score *= 0.5
-    if rec.image and prev_image and prev_image != rec.image:
-        comp = f"version:image={rec.image}"
-        prior = change_failures(comp, failure_ts) if change_failures else 0
-        if ("change_regression", comp) not in cands:
-            cands[("change_regression", comp)] = _Cand(
-                "change_regression", comp, plausible(0.45 + min(0.3, 0.15 * prior)), start,
-                f"image changed {prev_image} -> {rec.image} since the previous run"
-                + (f"; {prior} other job(s) failed on it" if prior else ""))
-    # a job that dies of broken packaging (a compiled extension with an undefined symbol, a
-    # missing module) died of its image, whether or not anyone announced the image: the image
-    # is the version that broke, more so when other jobs failed on it too
-    # (a missing module of the user's own package is the user's code, not the image's packaging)
-    packaging = [s for s in job_sigs if s.kind.startswith("log:") and s.ts <= failure_ts + cfg.post_grace_ms and (
+
+
+def _image_changes(cands: dict, x: _Ctx, f: _JobFacts, w: _ChangeWeigher, prev_image: str | None,
+                   change_failures: Callable[[str, int], int] | None) -> None:
+    """An image changed since the previous run; and broken packaging: a job that dies of it (a
+    compiled extension with an undefined symbol, a missing module) died of its image, whether or
+    not anyone announced the image, more so when other jobs failed on it too (a missing module
+    of the user's own package is the user's code, not the image's packaging)."""
+    rec = x.rec
+    if not rec.image:
+        return
+    comp = f"version:image={rec.image}"
+
+    def failures_on_it() -> int:
+        return change_failures(comp, x.failure_ts) if change_failures else 0
+
+    if prev_image and prev_image != rec.image and ("change_regression", comp) not in cands:
+        prior = failures_on_it()
+        cands[("change_regression", comp)] = _Cand(
+            "change_regression", comp, w.plausible(0.45 + min(0.3, 0.15 * prior)), x.start,
+            f"image changed {prev_image} -> {rec.image} since the previous run"
+            + (f"; {prior} other job(s) failed on it" if prior else ""))
+    packaging = [s for s in f.job_sigs if s.kind.startswith("log:") and s.ts <= x.failure_ts + x.cfg.post_grace_ms and (
         s.data.get("signature") == "abi_mismatch"
         or ((s.data.get("exception") or "").rsplit(".", 1)[-1] in LIB_EXCEPTIONS
-            and any(w in (s.data.get("detail") or "") for w in ("site-packages", "dist-packages", ".so", "undefined symbol"))))]
-    if rec.image and packaging and concrete < 0.5:
-        comp = f"version:image={rec.image}"
-        prior = change_failures(comp, failure_ts) if change_failures else 0
-        score = 0.45 + min(0.3, 0.15 * prior)
-        c = cands.get(("change_regression", comp))
-        if c is None:
-            c = cands[("change_regression", comp)] = _Cand(
-                "change_regression", comp, score, packaging[0].ts,
-                f"the job died of broken packaging in image {rec.image}: {packaging[0].summary}"
-                + (f"; {prior} other job(s) failed on it" if prior else ""))
-        c.score = max(c.score, score)
-        c.sigs.extend(packaging)
+            and any(m in (s.data.get("detail") or "") for m in ("site-packages", "dist-packages", ".so", "undefined symbol"))))]
+    if not packaging or w.concrete >= 0.5:
+        return
+    prior = failures_on_it()
+    score = 0.45 + min(0.3, 0.15 * prior)
+    c = cands.get(("change_regression", comp))
+    if c is None:
+        c = cands[("change_regression", comp)] = _Cand(
+            "change_regression", comp, score, packaging[0].ts,
+            f"the job died of broken packaging in image {rec.image}: {packaging[0].summary}"
+            + (f"; {prior} other job(s) failed on it" if prior else ""))
+    c.score = max(c.score, score)
+    c.sigs.extend(packaging)
 
-    # ---- hung inside a checkpoint write: the checkpoint's file system is the prime suspect
-    ck_open = rec.ckpt_open
-    if stalled and ck_open is not None and ck_open.ts <= cutoff and ck_open.ts >= failure_ts - 60_000:
-        m = None
-        for n in rec.nodes:
-            m = view.mount_of(n, ck_open.path)
-            if m:
-                break
-        if m is None:
-            parts = [x for x in ck_open.path.split("/") if x]
-            m = "/" + parts[0] if parts else ck_open.path
-        key = ("storage_slow", f"path:{m}")
-        if not any(c.category.startswith("storage") and c.component == f"path:{m}" for c in cands.values()):
-            cands[key] = _Cand("storage_slow", f"path:{m}", 0.55, ck_open.ts,
-                               f"the job hung writing checkpoint step {ck_open.step} to {ck_open.path}")
-        else:
-            for c in cands.values():
-                if c.category.startswith("storage") and c.component == f"path:{m}":
-                    c.score = max(c.score, 0.6)
 
-    # ---- several failed mounts on the job's nodes: the one the job is seen writing to
-    _prefer_used_mount(cands, rec, job_sigs)
+def _change_candidates(cands: dict, x: _Ctx, f: _JobFacts, prev_image: str | None,
+                       change_failures: Callable[[str, int], int] | None) -> None:
+    """Version changes and drift: what the job's own errors say a change could have caused."""
+    w = _ChangeWeigher(x, f, cands)
+    changes = x.view.version_changes(x.rec.nodes, x.start - x.cfg.change_window_ms, x.start + x.cfg.post_grace_ms)
+    rollout = _version_drift(cands, x, w, changes)
+    driver_nodes = _version_changes(cands, x, w, changes, rollout, change_failures)
+    _driver_fault_after_change(cands, x, w, driver_nodes)
+    _image_changes(cands, x, f, w, prev_image, change_failures)
 
-    # ---- scheduler-side endings
+
+def _hung_in_checkpoint(cands: dict, x: _Ctx) -> None:
+    """Hung inside a checkpoint write: the checkpoint's file system is the prime suspect."""
+    ck_open = x.rec.ckpt_open
+    if not (x.stalled and ck_open is not None and ck_open.ts <= x.cutoff and ck_open.ts >= x.failure_ts - 60_000):
+        return
+    m = None
+    for n in x.rec.nodes:
+        m = x.view.mount_of(n, ck_open.path)
+        if m:
+            break
+    if m is None:
+        parts = [p for p in ck_open.path.split("/") if p]
+        m = "/" + parts[0] if parts else ck_open.path
+    same = [c for c in cands.values() if c.category.startswith("storage") and c.component == f"path:{m}"]
+    if not same:
+        cands[("storage_slow", f"path:{m}")] = _Cand("storage_slow", f"path:{m}", 0.55, ck_open.ts,
+                                                      f"the job hung writing checkpoint step {ck_open.step} to {ck_open.path}")
+    for c in same:
+        c.score = max(c.score, 0.6)
+
+
+def _scheduler_ending(cands: dict, x: _Ctx, f: _JobFacts) -> None:
+    """The scheduler's own word for the ending: preemption, a time limit, a cancel, an OOM, a node failure."""
+    rec, state, stalled, failure_ts = x.rec, x.state, x.stalled, x.failure_ts
     if state == "preempted":
         cands[("scheduler", f"job:{rec.job}")] = _Cand("scheduler", f"job:{rec.job}", 0.97, failure_ts,
                                                         "preempted by the scheduler" + (f": {rec.reason}" if rec.reason else ""))
@@ -866,56 +965,67 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
         cands[("host_oom", f"node:{n}")] = _Cand("host_oom", f"node:{n}", 0.6, failure_ts,
                                                   "the scheduler reports the job out of memory")
     elif state == "node_fail" and not any(c.category == "node_hardware" for c in cands.values()):
-        named = [s.data.get("failed_node") for s in job_sigs if s.data.get("failed_node") in rec.nodes]
+        named = [s.data.get("failed_node") for s in f.job_sigs if s.data.get("failed_node") in rec.nodes]
         n = named[0] if named else (rec.nodes[0] if rec.nodes else "?")
         cands[("node_hardware", f"node:{n}")] = _Cand("node_hardware", f"node:{n}", 0.4, failure_ts,
                                                        "the scheduler reports a node failure")
 
-    # ---- application: only when no infrastructure candidate of weight remains, and only for code
-    # that ran: an attempt the scheduler never started, that made no progress and printed no error
-    # of its own (its image could not be pulled, its pod never scheduled) failed before any user
-    # code existed to be wrong
-    infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
-    never_ran = rec.start_ts is None and not rec.prog_n and not app_errs
-    if app_errs or (state == "failed" and infra_weight < cfg.explain_min and not waited and not never_ran
-                    and not any(c.category == "scheduler" for c in cands.values())):
-        appl_score = 0.75 if app_code else (0.6 if code_bug else (0.45 if app_errs else 0.3))
-        s0 = (code_errs or code_bug or app_errs or [None])[0]
-        summary = (f"application error: {s0.summary}" if s0 is not None
-                   else f"job failed{f' with exit code {rec.exit_code}' if rec.exit_code is not None else ''}; "
-                        + ("every infrastructure layer clean" if not cands else "no infrastructure signal of weight"))
-        if infra_weight >= cfg.explain_min:
-            appl_score = min(appl_score, infra_weight - 0.05, 0.3)
-        elif app_code or not waited:
-            # nothing of weight on the infrastructure and the job did not report waiting on it (or
-            # its own code failed): the application verdict outranks the weightless candidates
-            appl_score = max(appl_score, infra_weight + RANK_STEP)
-        c = _Cand("application", f"job:{rec.job}", appl_score, s0.ts if s0 is not None else failure_ts, summary)
-        c.sigs.extend(code_errs or code_bug or app_errs)
-        cands[("application", f"job:{rec.job}")] = c
 
+def _application(cands: dict, x: _Ctx, f: _JobFacts, never_ran: bool) -> None:
+    """``application`` only when no infrastructure candidate of weight remains, and only for code
+    that ran: an attempt the scheduler never started, that made no progress and printed no error
+    of its own (its image could not be pulled, its pod never scheduled) failed before any user
+    code existed to be wrong."""
+    rec, cfg = x.rec, x.cfg
+    infra_weight = max((c.score for c in cands.values() if c.category not in ("application", "scheduler")), default=0.0)
+    if not (f.app_errs or (x.state == "failed" and infra_weight < cfg.explain_min and not f.waited and not never_ran
+                           and not any(c.category == "scheduler" for c in cands.values()))):
+        return
+    app_code = bool(f.code_errs)
+    appl_score = 0.75 if app_code else (0.6 if f.code_bug else (0.45 if f.app_errs else 0.3))
+    s0 = (f.code_errs or f.code_bug or f.app_errs or [None])[0]
+    summary = (f"application error: {s0.summary}" if s0 is not None
+               else f"job failed{f' with exit code {rec.exit_code}' if rec.exit_code is not None else ''}; "
+                    + ("every infrastructure layer clean" if not cands else "no infrastructure signal of weight"))
+    if infra_weight >= cfg.explain_min:
+        appl_score = min(appl_score, infra_weight - 0.05, 0.3)
+    elif app_code or not f.waited:
+        # nothing of weight on the infrastructure and the job did not report waiting on it (or
+        # its own code failed): the application verdict outranks the weightless candidates
+        appl_score = max(appl_score, infra_weight + RANK_STEP)
+    c = _Cand("application", f"job:{rec.job}", appl_score, s0.ts if s0 is not None else x.failure_ts, summary)
+    c.sigs.extend(f.code_errs or f.code_bug or f.app_errs)
+    cands[("application", f"job:{rec.job}")] = c
+
+
+def _verdict(cands: dict, x: _Ctx, f: _JobFacts, never_ran: bool) -> tuple[list[_Cand], Cause, list[Cause]]:
+    """The ranked candidates, the root cause and the hypotheses shown."""
     ranked = rank(cands.values())
-    if stalled and ranked and all(c.score < cfg.explain_min for c in ranked):
+    if x.stalled and ranked and all(c.score < x.cfg.explain_min for c in ranked):
         ranked = []
     if not ranked:
-        root = Cause(category="unknown", component=f"job:{rec.job}", confidence=UNKNOWN_CONFIDENCE,
-                     summary=_never_ran_summary(job_sigs) if never_ran
+        root = Cause(category="unknown", component=f"job:{x.rec.job}", confidence=UNKNOWN_CONFIDENCE,
+                     summary=_never_ran_summary(f.job_sigs) if never_ran
                      else "no signal on the job's resources explains the interruption")
-        hyps: list[Cause] = []
-    else:
-        kept = ranked[:MAX_HYPOTHESES]
-        hyps = [Cause(category=c.category, component=c.component, summary=c.summary, confidence=p,
-                      evidence=[e for s in c.sigs for e in s.evidence][:20]) for c, p in zip(kept, shown_confidences(kept))]
-        root = hyps[0]
+        return ranked, root, []
+    kept = ranked[:MAX_HYPOTHESES]
+    hyps = [Cause(category=c.category, component=c.component, summary=c.summary, confidence=p,
+                  evidence=[e for s in c.sigs for e in s.evidence][:20]) for c, p in zip(kept, shown_confidences(kept))]
+    return ranked, hyps[0], hyps
 
-    # ---- ruled out: layers with telemetry on the job's resources and no signal of weight
+
+def _ruled_out(cands: dict, sigs: list[Signal], covered_layers: Iterable[str]) -> list[str]:
+    """Layers with telemetry on the job's resources and no signal of weight."""
     flagged = {s.layer for s in sigs if s.category is not None and s.score >= 0.2 and not s.subject.startswith("job:")}
     # a layer whose fault the job's own logs report (a kernel XID line, an NFS timeout) is not clean either
     flagged |= {s.layer for c in cands.values() if c.category in CONCRETE | {"driver_software"} and c.score >= 0.2
                 for s in c.sigs if s.layer in INFRA_LAYERS and c.category not in ("gpu_oom", "host_oom")}
-    ruled_out = sorted(l for l in set(covered_layers) if l in INFRA_LAYERS and l not in flagged)
+    return sorted(l for l in set(covered_layers) if l in INFRA_LAYERS and l not in flagged)
 
-    # ---- evidence timeline: most relevant first, then time-ordered
+
+def _timeline(ranked: list[_Cand], x: _Ctx, f: _JobFacts) -> list[EvidenceItem]:
+    """The evidence timeline: most relevant first (up to ``max_evidence``), then time-ordered."""
+    rec, cfg = x.rec, x.cfg
     chosen: dict[str, EvidenceItem] = {}
 
     def add(s: Signal) -> None:
@@ -926,38 +1036,65 @@ def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signal
     for c in ranked:
         for s in c.sigs[:8]:
             add(s)
-    if sym_sig is not None:
-        add(sym_sig)
-    for s in sigs:
+    if f.sym_sig is not None:
+        add(f.sym_sig)
+    for s in x.sigs:
         if s.severity != "info" or s.kind in ("version_change", "port_up"):
             add(s)
     for ts, eid, st in rec.sched:
-        if len(chosen) < cfg.max_evidence and ts <= cutoff:
+        if len(chosen) < cfg.max_evidence and ts <= x.cutoff:
             chosen.setdefault(eid, EvidenceItem(id=eid, ts=ts, layer="sched", node=None,
                                                 summary=f"job {rec.job} attempt {rec.attempt} {st}"))
-    if stalled and rec.prog_last_id:
+    if x.stalled and rec.prog_last_id:
         chosen.setdefault(rec.prog_last_id, EvidenceItem(id=rec.prog_last_id, ts=rec.prog_last_ts, layer="runtime",
                                                          node=None, summary=f"last progress: step {rec.prog_last_step}"))
-    evidence = sorted(chosen.values(), key=lambda e: (e.ts, e.id))
+    return sorted(chosen.values(), key=lambda e: (e.ts, e.id))
+
+
+def _affected(ranked: list[_Cand], rec: AttemptRecord, view: View) -> Affected:
+    """The job's resources and every ranked candidate's component, by kind."""
+    def named(prefix: str) -> set[str]:
+        return {c.component.removeprefix(prefix) for c in ranked if c.component.startswith(prefix)}
+    return Affected(
+        nodes=sorted(set(rec.nodes) | named("node:")),
+        gpus=sorted(named("gpu:")),
+        ports=sorted(named("port:") | {f"{l.switch}/{l.port}" for n in rec.nodes for l in view.links.get(n, ())}),
+        paths=sorted(named("path:") | {m.path for n in rec.nodes for m in view.mounts.get(n, ())}))
+
+
+def correlate(rec: AttemptRecord, job_signals: Iterable[Signal], resource_signals: Iterable[Signal],
+              view: View, covered_layers: Iterable[str], cfg: CorrelateConfig = CorrelateConfig(), *,
+              cutoff: int, failure_ts: int, state: str, stalled: bool = False, retry: Retry | None = None,
+              change_failures: Callable[[str, int], int] | None = None, revision: int = 1,
+              prev_image: str | None = None) -> Incident:
+    """Explain one interrupted attempt. Pure: the result depends on the arguments only
+    (signal lists are de-duplicated by id and sorted, so their order does not matter).
+    The stages, in order: the attempt's signals; what the job's own output says; every
+    infrastructure signal weighed into candidates; version changes and drift; a hang inside a
+    checkpoint write; the scheduler's ending; the application verdict; the ranking."""
+    start = rec.started()
+    sigs = _attempt_signals(rec, job_signals, resource_signals, view, cfg, start, cutoff, failure_ts)
+    x = _Ctx(rec, view, cfg, start, cutoff, failure_ts, state, stalled, sigs)
+    f = _job_facts(x)
+    cands = _infrastructure_candidates(x, f)
+    _change_candidates(cands, x, f, prev_image, change_failures)
+    _hung_in_checkpoint(cands, x)
+    _prefer_used_mount(cands, rec, f.job_sigs)  # several failed mounts: the one the job is seen writing to
+    _scheduler_ending(cands, x, f)
+    never_ran = rec.start_ts is None and not rec.prog_n and not f.app_errs
+    _application(cands, x, f, never_ran)
+    ranked, root, hyps = _verdict(cands, x, f, never_ran)
 
     ck = rec.last_checkpoint(failure_ts)
     last_ck = Checkpoint(ts=ck.ts, step=ck.step, path=ck.path) if ck is not None else None
     base = max(ck.ts if ck is not None else start, start)
     lost = rec.gpus * max(0, failure_ts - base) / 3_600_000
-
-    gpus_aff = sorted({c.component[4:] for c in ranked if c.component.startswith("gpu:")})
-    ports_aff = sorted({c.component[5:] for c in ranked if c.component.startswith("port:")}
-                       | {p for n in rec.nodes for p in (f"{l.switch}/{l.port}" for l in view.links.get(n, ()))})
-    paths_aff = sorted({c.component[5:] for c in ranked if c.component.startswith("path:")}
-                       | {m.path for n in rec.nodes for m in view.mounts.get(n, ())})
-    nodes_aff = sorted(set(rec.nodes) | {c.component[5:] for c in ranked if c.component.startswith("node:")})
-
     # every output record is bounded (issue 14): the caps are far above what is built here,
     # so they only cut pathological input (thousands of nodes, huge names or log lines)
     return cap_incident(Incident(
         id=incident_id(rec.job, rec.attempt), revision=revision, job=rec.job, attempt=rec.attempt,
-        tenant=rec.tenant, failure_ts=failure_ts, symptom=symptom, root_cause=root, hypotheses=hyps,
-        ruled_out=ruled_out, evidence=evidence, last_checkpoint=last_ck, lost_gpu_hours=round(lost, 4),
-        affected=Affected(nodes=nodes_aff, gpus=gpus_aff, ports=ports_aff, paths=paths_aff), retry=retry,
+        tenant=rec.tenant, failure_ts=failure_ts, symptom=f.symptom, root_cause=root, hypotheses=hyps,
+        ruled_out=_ruled_out(cands, sigs, covered_layers), evidence=_timeline(ranked, x, f), last_checkpoint=last_ck,
+        lost_gpu_hours=round(lost, 4), affected=_affected(ranked, rec, view), retry=retry,
         state="stalled" if stalled and state == "running" else state, start_ts=start, gpus=rec.gpus, image=rec.image,
     ))
