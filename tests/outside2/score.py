@@ -164,6 +164,91 @@ def check_findings(path: Path, spec: dict) -> list[tuple[str, bool, str]]:
     return res
 
 
+def score_scenario(name: str, sc: dict, path: Path, tot: dict) -> tuple[list[dict], list[str]]:
+    """Score one scenario file against its expectations, adding to ``tot``; prints a verdict per
+    attempt and returns (rows for score.json, the lines of every check that failed)."""
+    problems: list[str] = []
+
+    def say(line: str, bad: bool = False) -> None:
+        print(line)
+        if bad:
+            problems.append(line.strip())
+
+    incidents, alerts, err = diagnose(path)
+    ends = end_times(path)
+    say(f"\n== {name}: {sc['site']}")
+    if err:
+        say(f"   diagnose failed: {err}", bad=True)
+    by = {(str(i.get("job")), int(i.get("attempt", 0))): i for i in incidents}
+    listed = set()
+    rows = []
+    for a in sc["attempts"]:
+        k = (a["job"], a["attempt"])
+        listed.add(k)
+        inc = by.get(k)
+        if a["expect"] == "none":
+            tot["healthy"] += 1
+            if inc is None:
+                v = "ok: no incident"
+            else:
+                tot["false"] += 1
+                rc = inc["root_cause"]
+                v = f"FALSE INCIDENT: {rc.get('category')} {rc.get('component')}"
+            say(f"   [p{a['point']}] {a['job']}#{a['attempt']} healthy  -> {v}", bad=inc is not None)
+            rows.append(dict(job=a["job"], attempt=a["attempt"], expect="none", verdict=v))
+            continue
+        tot["inter"] += 1
+        if inc is None:
+            tot["missed"] += 1
+            say(f"   [p{a['point']}] {a['job']}#{a['attempt']} MISSED (expected {a['category']} {a['component']})", bad=True)
+            rows.append(dict(job=a["job"], attempt=a["attempt"], verdict="missed"))
+            continue
+        rc = inc.get("root_cause") or {}
+        cat, comp = rc.get("category"), rc.get("component")
+        cat_ok = cat == a["category"] or cat in a.get("alt_category", [])
+        comp_ok = comp == a["component"]
+        tot["cat"] += cat_ok
+        tot["comp"] += comp_ok
+        alt = " (alt)" if cat_ok and cat != a["category"] else ""
+        say(f"   [p{a['point']}] {a['job']}#{a['attempt']} category {'right' if cat_ok else 'WRONG'}{alt}, "
+            f"component {'right' if comp_ok else 'WRONG'}: got {cat} {comp} "
+            f"(conf {rc.get('confidence')}); expected {a['category']} {a['component']}", bad=not (cat_ok and comp_ok))
+        rows.append(dict(job=a["job"], attempt=a["attempt"], got=[cat, comp], expected=[a["category"], a["component"]],
+                         category_ok=cat_ok, component_ok=comp_ok))
+    for k, inc in sorted(by.items()):
+        if k not in listed:
+            tot["false"] += 1
+            rc = inc["root_cause"]
+            say(f"   {k[0]}#{k[1]} FALSE INCIDENT (attempt not listed): {rc.get('category')} {rc.get('component')}", bad=True)
+    for inc in incidents:
+        tot["incidents"] += 1
+        probs = ranking_problems(inc)
+        if probs:
+            tot["rank_bad"] += 1
+            say(f"   ranking {inc.get('job')}#{inc.get('attempt')}: " + "; ".join(probs), bad=True)
+    for pre in sc.get("precursors", []):
+        tot["pre"] += 1
+        fail = ends.get((pre["job"], pre["attempt"]))
+        hits = [al for al in alerts if fail is not None and al.get("ts", 0) <= fail - pre["min_lead_s"] * 1000
+                and (pre["subject"] in str(al.get("subject", "")) or pre["subject"] in str(al.get("summary", "")))]
+        ok = bool(hits)
+        tot["pre_ok"] += ok
+        if ok:
+            first = min(hits, key=lambda al: al["ts"])
+            d = f"first {first.get('detector')} subject={first.get('subject')} {(fail - first['ts']) / 60000:.1f} min ahead"
+        else:
+            before = [al for al in alerts if fail is not None and al.get("ts", 0) < fail]
+            d = f"no alert naming it >= {pre['min_lead_s']} s ahead ({len(before)} alerts before the failure: " + \
+                ", ".join(sorted({f"{al.get('detector')}:{al.get('subject')}" for al in before})[:6]) + ")"
+        say(f"   precursor {pre['component']} before {pre['job']}: {'ok' if ok else 'MISSING'} - {d}", bad=not ok)
+    if "findings" in sc:
+        for label, ok, d in check_findings(path, sc["findings"]):
+            tot["fnd"] += 1
+            tot["fnd_ok"] += ok
+            say(f"   findings: {label}: {'ok' if ok else 'WRONG'} - {d}", bad=not ok)
+    return rows, problems
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", type=Path, default=gen.DEFAULT_OUT)
@@ -187,78 +272,7 @@ def main(argv=None) -> int:
         if only and name not in only:
             continue
         path = args.dir / f"{name}.jsonl"
-        incidents, alerts, err = diagnose(path)
-        ends = end_times(path)
-        print(f"\n== {name}: {sc['site']}")
-        if err:
-            print(f"   diagnose failed: {err}")
-        by = {(str(i.get("job")), int(i.get("attempt", 0))): i for i in incidents}
-        listed = set()
-        rows = []
-        for a in sc["attempts"]:
-            k = (a["job"], a["attempt"])
-            listed.add(k)
-            inc = by.get(k)
-            if a["expect"] == "none":
-                tot["healthy"] += 1
-                if inc is None:
-                    v = "ok: no incident"
-                else:
-                    tot["false"] += 1
-                    rc = inc["root_cause"]
-                    v = f"FALSE INCIDENT: {rc.get('category')} {rc.get('component')}"
-                print(f"   [p{a['point']}] {a['job']}#{a['attempt']} healthy  -> {v}")
-                rows.append(dict(job=a["job"], attempt=a["attempt"], expect="none", verdict=v))
-                continue
-            tot["inter"] += 1
-            if inc is None:
-                tot["missed"] += 1
-                print(f"   [p{a['point']}] {a['job']}#{a['attempt']} MISSED (expected {a['category']} {a['component']})")
-                rows.append(dict(job=a["job"], attempt=a["attempt"], verdict="missed"))
-                continue
-            rc = inc.get("root_cause") or {}
-            cat, comp = rc.get("category"), rc.get("component")
-            cat_ok = cat == a["category"] or cat in a.get("alt_category", [])
-            comp_ok = comp == a["component"]
-            tot["cat"] += cat_ok
-            tot["comp"] += comp_ok
-            alt = " (alt)" if cat_ok and cat != a["category"] else ""
-            print(f"   [p{a['point']}] {a['job']}#{a['attempt']} category {'right' if cat_ok else 'WRONG'}{alt}, "
-                  f"component {'right' if comp_ok else 'WRONG'}: got {cat} {comp} "
-                  f"(conf {rc.get('confidence')}); expected {a['category']} {a['component']}")
-            rows.append(dict(job=a["job"], attempt=a["attempt"], got=[cat, comp], expected=[a["category"], a["component"]],
-                             category_ok=cat_ok, component_ok=comp_ok))
-        for k, inc in sorted(by.items()):
-            if k not in listed:
-                tot["false"] += 1
-                rc = inc["root_cause"]
-                print(f"   {k[0]}#{k[1]} FALSE INCIDENT (attempt not listed): {rc.get('category')} {rc.get('component')}")
-        for inc in incidents:
-            tot["incidents"] += 1
-            probs = ranking_problems(inc)
-            if probs:
-                tot["rank_bad"] += 1
-                print(f"   ranking {inc.get('job')}#{inc.get('attempt')}: " + "; ".join(probs))
-        for pre in sc.get("precursors", []):
-            tot["pre"] += 1
-            fail = ends.get((pre["job"], pre["attempt"]))
-            hits = [al for al in alerts if fail is not None and al.get("ts", 0) <= fail - pre["min_lead_s"] * 1000
-                    and (pre["subject"] in str(al.get("subject", "")) or pre["subject"] in str(al.get("summary", "")))]
-            ok = bool(hits)
-            tot["pre_ok"] += ok
-            if ok:
-                first = min(hits, key=lambda al: al["ts"])
-                d = f"first {first.get('detector')} subject={first.get('subject')} {(fail - first['ts']) / 60000:.1f} min ahead"
-            else:
-                before = [al for al in alerts if fail is not None and al.get("ts", 0) < fail]
-                d = f"no alert naming it >= {pre['min_lead_s']} s ahead ({len(before)} alerts before the failure: " + \
-                    ", ".join(sorted({f"{al.get('detector')}:{al.get('subject')}" for al in before})[:6]) + ")"
-            print(f"   precursor {pre['component']} before {pre['job']}: {'ok' if ok else 'MISSING'} - {d}")
-        if "findings" in sc:
-            for label, ok, d in check_findings(path, sc["findings"]):
-                tot["fnd"] += 1
-                tot["fnd_ok"] += ok
-                print(f"   findings: {label}: {'ok' if ok else 'WRONG'} - {d}")
+        rows, _ = score_scenario(name, sc, path, tot)
         report[name] = rows
     n = tot["inter"]
     print(f"\nTOTAL: {tot['cat']}/{n} category, {tot['comp']}/{n} component, {tot['missed']} missed, "
