@@ -45,13 +45,13 @@ class Case:
 
 
 def _engine(lines) -> list:
-    from faultline.streams.engine import Engine, EngineConfig
+    from faultline.streams.offline import OfflinePipeline
 
-    eng = Engine(EngineConfig())
+    pipe = OfflinePipeline.from_settings(findings=False)   # what `faultline diagnose` runs
     for i in range(0, len(lines), 8192):
-        eng.process(lines[i:i + 8192])
-    eng.finish()
-    return eng.incidents()
+        pipe.process(lines[i:i + 8192])
+    pipe.finish()
+    return pipe.incidents()
 
 
 def sim_cases(full: bool = False) -> Iterator[Case]:

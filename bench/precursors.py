@@ -47,13 +47,13 @@ class Row:
 
 def run_engine(lines: list[bytes]) -> list:
     """The alerts ``Engine`` raises on ``lines``."""
-    from faultline.streams.engine import Engine, EngineConfig
+    from faultline.streams.offline import OfflinePipeline
 
-    eng = Engine(EngineConfig())
+    pipe = OfflinePipeline.from_settings(findings=False)   # what `faultline diagnose` runs
     for i in range(0, len(lines), 8192):
-        eng.process(lines[i:i + 8192])
-    eng.finish()
-    return eng.alerts()
+        pipe.process(lines[i:i + 8192])
+    pipe.finish()
+    return pipe.engine.alerts()
 
 
 def lead_rows(scenario: str, seed: int, labels: dict, alerts: Iterable) -> list[Row]:

@@ -23,7 +23,7 @@ from faultline.producers.publish import Publisher  # noqa: E402
 from faultline.producers.replay import RangeStats, read_range  # noqa: E402
 from faultline.producers.simulate import simulate  # noqa: E402
 from faultline.schemas import INPUT_TOPICS, decode, now_ms  # noqa: E402
-from faultline.streams.engine import Engine, EngineConfig  # noqa: E402
+from faultline.streams.offline import OfflinePipeline  # noqa: E402
 
 
 async def publish(settings, lines) -> None:
@@ -57,7 +57,7 @@ async def main() -> None:
             values.extend(r.value for r in batch)
         read_s = time.perf_counter() - t
         t = time.perf_counter()
-        eng = Engine(EngineConfig(lateness_ms=settings.lateness_ms))
+        eng = OfflinePipeline.from_settings(settings, findings=False)   # what `faultline replay` runs
         for i in range(0, len(values), 10_000):
             eng.process(values[i:i + 10_000])
         eng.finish()

@@ -94,18 +94,18 @@ def accuracy(seeds: list[int], **kw) -> None:
     from collections import defaultdict
 
     from faultline.producers.simulate import scenario_names, simulate
-    from faultline.streams.engine import Engine
+    from faultline.streams.offline import OfflinePipeline
 
     rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # n, cat, cat+comp, ckpt, lost
     fp = healthy = 0
     for name in scenario_names():
         for seed in seeds:
             lines, labels = simulate(name, seed=seed, **kw)
-            eng = Engine()
+            pipe = OfflinePipeline.from_settings(findings=False)   # what `faultline diagnose` runs
             for i in range(0, len(lines), 8192):
-                eng.process(lines[i:i + 8192])
-            eng.finish()
-            incs = {(i.job, i.attempt): i for i in eng.incidents()}
+                pipe.process(lines[i:i + 8192])
+            pipe.finish()
+            incs = {(i.job, i.attempt): i for i in pipe.incidents()}
             labeled = set()
             for lab in labels["interruptions"]:
                 key = (lab["job"], lab["attempt"])
@@ -158,7 +158,7 @@ def main() -> int:
         accuracy([int(x) for x in args.seeds.split(",")], **kw)
         return 0
     from faultline.schemas.codec import ContractError, decode, now_ms
-    from faultline.streams.engine import Engine, EngineConfig
+    from faultline.streams.offline import OfflinePipeline
 
     if args.file:
         from faultline.commands.diagnose import _lines, _open
@@ -194,12 +194,12 @@ def main() -> int:
         print(f"invalid lines: {invalid} of {n} (not valid contract events: decoded as errors in both runs)")
 
     def diagnose() -> None:
-        eng = Engine(EngineConfig())
+        pipe = OfflinePipeline.from_settings(findings=False)   # what `faultline diagnose` runs
         for i in range(0, n, 4096):
-            eng.process(lines[i:i + 4096])
-        eng.finish()
-        diagnose.incidents = len(eng.incidents())  # type: ignore[attr-defined]
-        diagnose.invalid = eng.stats.invalid  # type: ignore[attr-defined]
+            pipe.process(lines[i:i + 4096])
+        pipe.finish()
+        diagnose.incidents = len(pipe.incidents())  # type: ignore[attr-defined]
+        diagnose.invalid = pipe.stats.invalid  # type: ignore[attr-defined]
 
     res = {}
     for name, fn in (("decode only (baseline)", bare), ("diagnose (decode+detect+correlate)", diagnose)):
