@@ -294,7 +294,11 @@ def _component(sig: Signal, rec: AttemptRecord, view: View, pci_index: dict | No
                 sp = f"{l.switch}/{l.port}"
             if sp:
                 return f"port:{sp}"
-            return f"port:{iface or '?'}@{sig.node}"
+            # an interface the topology does not list (the kernel's netdev name, e.g. ibp193s0f2, not
+            # the HCA's mlx5_2): the host is the device, the interface its port - the contract's
+            # port:<device>/<port> form (``_nic_line_to_its_link`` files it under the HCA's link when
+            # a link fault of the node's own NIC says which one it is)
+            return f"port:{sig.node}/{iface or '?'}"
         if dev is not None:
             return f"port:{dev}/{port}"
     bus_only = sig.kind == "xid" and d.get("gpu") is None and bool(d.get("pci"))
@@ -700,6 +704,10 @@ def _infrastructure_candidates(x: _Ctx, f: _JobFacts) -> dict[tuple[str, str], _
         if len(c.sigs) > 1:  # corroboration: up to +10 % of the weight
             c.score = min(CONFIDENCE_MAX, c.score * (1.0 + min(CORROBORATION_MAX, CORROBORATION_STEP * (len(c.sigs) - 1))))
     _retransmits_of_a_link(cands, x.cfg)
+    _not_responding_is_unavailable(cands)
+    _nic_line_to_its_link(cands, x)
+    _power_brake_of_a_power_fault(cands)
+    _storage_cut_off_by_a_link(cands, x)
     _gpu_by_bus_id(cands, x.sigs)
     # a driver/GSP verdict needs "no hardware sign": a hardware fault of the same GPU outranks it
     for key, c in cands.items():
@@ -708,6 +716,154 @@ def _infrastructure_candidates(x: _Ctx, f: _JobFacts) -> dict[tuple[str, str], _
             if hw_c is not None and hw_c.score >= 0.5:
                 c.score *= 0.5
     return cands
+
+
+#: signals of a link going away (not error growth: a lossy link slows storage, a down one cuts it off)
+LINK_DOWN_KINDS = frozenset({"port_down", "port_flap", "rdma_link_downed", "log:nic_link_down"})
+#: a mount that fails on one node this soon after one of that node's own links went down is cut off by
+#: the link (NFS notices a dead path after its timeout, ~1 min; a collector's stat after its own)
+LINK_CUTS_STORAGE_MS = 5 * 60_000
+
+
+def _storage_cut_off_by_a_link(cands: dict, x: _Ctx) -> None:
+    """A mount that went stale / slow on one node only, minutes after one of that node's own links
+    went down, while the job's other nodes mounting it reported no fault, is that link's consequence:
+    the server still serves the others, the node lost its way to it (a storage NIC whose switch port
+    went down). The contract's network_link ("port down/flap ... on a job's path") names the failed
+    port: the link candidate ranks RANK_STEP above the mount, which stays the next hypothesis
+    (outside check round 5, p20)."""
+    rec, view = x.rec, x.view
+    for skey, sc in list(cands.items()):
+        if skey[0] not in HANG_CATEGORIES or not skey[1].startswith("path:") or not sc.sigs:
+            continue
+        path = skey[1][5:]
+        nodes = {s.node for s in sc.sigs}
+        if len(nodes) != 1 or None in nodes:
+            continue
+        node = next(iter(nodes))
+        others = [n for n in rec.nodes if n != node and view.mount_of(n, path)]
+        if not others or any(s.layer == "storage" and s.node in others and s.category in STORAGE_CATEGORIES
+                             and _under(str(s.data.get("path") or path), path) for s in x.sigs):
+            continue
+        own_ports = {f"port:{l.switch}/{l.port}" for l in view.links.get(node, ())}
+        onset = min(s.ts for s in sc.sigs)
+        for lkey, lc in cands.items():
+            if lkey[0] != "network_link" or lkey[1] not in own_ports:
+                continue
+            downs = [s.ts for s in lc.sigs if s.kind in LINK_DOWN_KINDS and not s.data.get("fabric")]
+            if not downs or not (0 <= onset - min(downs) <= LINK_CUTS_STORAGE_MS):
+                continue
+            if lc.score < sc.score + RANK_STEP:
+                lc.score = min(CONFIDENCE_MAX, sc.score + RANK_STEP)
+                lc.summary += f"; then {path} failed on {node} only (the job's other nodes still reach it)"
+                lc.sigs.append(sc.sigs[0])
+            break
+
+
+#: NVML's "HW Power Brake Slowdown": a brake the system asserts from outside the GPU (the power supply
+#: or the BMC when the node's power budget is gone), not heat and not the GPU's own power cap
+POWER_BRAKE_REASONS = frozenset({"power_brake"})
+#: a power-braked GPU whose brake began this soon after a critical power fault of its node's BMC
+#: (a PSU failed, its input power lost) is braked by that fault (a sample interval of slack before it:
+#: the BMC and NVML are read at different times)
+POWER_BRAKE_TIE_MS, POWER_BRAKE_SLACK_MS = 10 * 60_000, 2 * 60_000
+
+
+def _is_power_fault(s: Signal) -> bool:
+    """A critical BMC report about the node's power: a Power Supply / Power Unit SEL, a power sensor."""
+    if s.severity != "critical":
+        return False
+    if s.kind == "bmc_sel":
+        return "power" in str(s.data.get("sensor_type") or "").lower()
+    return s.kind == "bmc_sensor" and (s.data.get("type") == "power" or "psu" in str(s.data.get("sensor") or "").lower())
+
+
+def _power_brake_of_a_power_fault(cands: dict) -> None:
+    """GPUs throttled by the power brake alone, right after their node's BMC reported a critical power
+    fault, are that fault's consequence: the contract files a PSU failure under node_hardware ("BMC
+    critical: PSU") and the brake is how the failed supply slows the job. The node's candidate then
+    ranks RANK_STEP above its braked GPUs' throttling (which keeps its weight: the slowdown that made
+    a job reach its time limit is still shown); a BMC event on a live node is otherwise a warning at
+    most (``BMC_LIVE_NODE_CAP``), and heat (any thermal reason) keeps the throttling the GPU's own
+    (outside check round 5, p11)."""
+    for key, node_c in list(cands.items()):
+        if key[0] != "node_hardware" or not key[1].startswith("node:"):
+            continue
+        node = key[1][5:]
+        faults = [s.ts for s in node_c.sigs if _is_power_fault(s)]
+        if not faults:
+            continue
+        braked = [c for k, c in cands.items() if k[0] == "thermal_throttle" and k[1].startswith(f"gpu:{node}/") and c.sigs
+                  and all(set(s.data.get("reasons") or ()) <= POWER_BRAKE_REASONS and s.data.get("reasons")
+                          and any(-POWER_BRAKE_SLACK_MS <= int(s.data.get("since") or s.ts) - t <= POWER_BRAKE_TIE_MS
+                                  for t in faults) for s in c.sigs)]
+        if not braked:
+            continue
+        top = max(braked, key=lambda c: c.score)
+        if top.score + RANK_STEP <= node_c.score:
+            continue
+        node_c.score = min(CONFIDENCE_MAX, top.score + RANK_STEP)
+        node_c.summary += f"; {len(braked)} of its GPUs power-braked since: {top.sigs[0].summary}"
+        node_c.sigs.extend(c.sigs[0] for c in braked)
+
+
+#: a kernel link-down line and a link fault of one of the node's own NICs (an RDMA link_downed, a
+#: NIC port down) this close together are the same link going down (two counter samples of slack)
+LINK_LINE_MATCH_MS = 2 * 60_000
+
+
+def _nic_line_to_its_link(cands: dict, x: _Ctx) -> None:
+    """A kernel ``<iface>: Link down`` whose interface the topology does not list (the netdev name
+    of an HCA the inventory names by its device, ``ibp193s0f2`` for ``mlx5_2``) is filed under the
+    host's interface (``port:<node>/<iface>``). When exactly one other link candidate of weight
+    shows a link fault of that node's own NICs within ``LINK_LINE_MATCH_MS`` of the line, the line
+    is that link's report and joins it: one link, one hypothesis, in the form of its device
+    (outside check round 5, p14)."""
+    for key in [k for k in cands if k[0] == "network_link"]:
+        c = cands.get(key)
+        if c is None or not c.sigs or not all(s.kind == "log:nic_link_down" for s in c.sigs):
+            continue
+        node = c.sigs[0].node
+        iface = c.sigs[0].data.get("iface")
+        if node is None or (iface and x.view.switch_port_of(node, iface)):
+            continue
+        others = {k for k, o in cands.items() if k[0] == "network_link" and k != key and o.score >= x.cfg.explain_min
+                  and any(s.node == node and s.kind in LINK_FAULT_KINDS and not s.kind.startswith("log:")
+                          and not s.data.get("fabric") and abs(s.ts - c.ts) <= LINK_LINE_MATCH_MS for s in o.sigs)}
+        if len(others) == 1:
+            _move(cands, key, others.pop())
+
+
+#: a mount state that says the mount is gone (not read-only: a read-only mount answers, it does not hang)
+GONE_MOUNT_KINDS = frozenset({"mount_stale", "mount_missing"})
+#: the kernel's NFS "server ... not responding" and a collector's stale / missing state of the same
+#: mount this close together are one outage of the server (the collector's stat hangs until its own
+#: timeout, the kernel prints after its major timeout: a few minutes between the two at most)
+SAME_OUTAGE_MS = 10 * 60_000
+
+
+def _not_responding_is_unavailable(cands: dict) -> None:
+    """The kernel's ``nfs: server X not responding`` says requests to the server time out: slow or
+    gone, the line alone cannot tell (the catalogue files it under storage_slow). When the same mount
+    is reported stale or missing on the job's nodes within ``SAME_OUTAGE_MS`` of the line, and no
+    latency was measured high (the slow candidate is made of the kernel lines alone), the server is
+    gone: the contract files a stale / missing mount under storage_unavailable ("latency/throughput
+    collapse" is storage_slow), so the lines join that candidate (outside check round 5, p09)."""
+    for key in [k for k in cands if k[0] == "storage_slow"]:
+        c = cands[key]
+        if not c.sigs or not all(s.kind == "log:nfs_not_responding" for s in c.sigs):
+            continue
+        ukey = ("storage_unavailable", key[1])
+        u = cands.get(ukey)
+        if u is None:
+            continue
+        first = min(s.ts for s in c.sigs)
+        gone = [s for s in u.sigs if s.kind in GONE_MOUNT_KINDS and abs(s.ts - first) <= SAME_OUTAGE_MS]
+        if not gone:
+            continue
+        summary = f"{u.summary}; {c.summary}"
+        _move(cands, key, ukey)
+        cands[ukey].summary = summary
 
 
 def _gpu_oom_on_the_full_gpu(cands: dict, x: _Ctx) -> None:

@@ -139,6 +139,24 @@ def _groups(*names: str):
     return ex
 
 
+#: the kubelet's root directory (``--root-dir``, default ``/var/lib/kubelet``): Kubernetes' "nodefs",
+#: the file system that holds every pod's ``emptyDir`` volumes, container writable layers' scratch and
+#: logs - the "ephemeral-storage" a pod uses and the kubelet evicts pods for when it runs low
+KUBELET_ROOT_DIR = "/var/lib/kubelet"
+#: the container runtime's image store (Kubernetes' "imagefs"; containerd's default root)
+IMAGEFS_DIR = "/var/lib/containerd"
+#: the resource a kubelet eviction names -> the file system it is about (node-pressure evictions
+#: "The node was low on resource: ephemeral-storage." / older "[DiskPressure]"; nodefs / imagefs signals)
+_EVICT_DISK = {"ephemeral-storage": KUBELET_ROOT_DIR, "diskpressure": KUBELET_ROOT_DIR, "nodefs": KUBELET_ROOT_DIR,
+               "imagefs": IMAGEFS_DIR}
+
+
+def _k8s_evicted_disk(m: re.Match[str], msg: str) -> dict[str, Any]:
+    res = (m.group(1) or "ephemeral-storage").strip("[]").lower()
+    res = next((k for k in _EVICT_DISK if k in res), "ephemeral-storage")
+    return {"resource": res, "path": _EVICT_DISK[res]}
+
+
 _QPATH_RE = re.compile(r"'(/[^']*)'")
 _IMAGE_RE = re.compile(r"(?:pulling|pull) image \\?\"([^\"\\\s]+)")
 #: why an image pull failed, by the words the runtime prints (first match wins)
@@ -217,6 +235,23 @@ _RULES: tuple[_Rule, ...] = (
           lambda m, s: ({"pid": int(m.group(1)), "process": m.group(2)} if m.group(1)
                         else {"pid": int(m.group(4)), "process": m.group(3)} if m.group(4)
                         else {"process": m.group(5)})),
+    # the kubelet evicting a pod because the node's disk ran low (its eviction manager, node-pressure
+    # eviction: "Evicted: The node was low on resource: ephemeral-storage. Threshold quantity: 10%,
+    # available: 8.7%. Container trainer was using 1650Gi ...", older kubelets "[DiskPressure]"), or
+    # because a pod exceeded its own ephemeral-storage limit ("Pod ephemeral local storage usage exceeds
+    # the total limit of containers 10Gi.", "Container x exceeded its local ephemeral storage limit",
+    # "Usage of EmptyDir volume "cache" exceeds the limit "1Gi"."): the contract's storage_full
+    # (capacity) of the file system it names - the kubelet's root (nodefs) or the image store (imagefs)
+    _Rule("k8s_evicted_disk", ("low on resource", "ephemeral local storage", "ephemeral storage limit",
+                               "Usage of EmptyDir volume"),
+          r"low on resource: \[?((?:ephemeral-storage|DiskPressure|nodefs|imagefs)[\w.]*)\]?"
+          r"|ephemeral local storage usage exceeds|exceeded its local ephemeral storage limit"
+          r"|Usage of EmptyDir volume \S+ exceeds the limit",
+          "storage", "storage_full", "critical", "cause", _k8s_evicted_disk),
+    # ... or because the node's memory ran low ("The node was low on resource: memory.", "[MemoryPressure]"):
+    # the contract's host_oom (a host memory kill), on the node the line is about
+    _Rule("k8s_evicted_memory", ("low on resource",), r"low on resource: \[?(?:memory|MemoryPressure)\b",
+          "runtime", "host_oom", "critical", "cause", None),
     _Rule("edac_ce", ("EDAC",), r"EDAC \S+: \d+ CE", "hw", None, "warning", "info", None),
     _Rule("mce", ("Hardware Error", "Machine check", "Machine Check", "EDAC"),
           r"\[Hardware Error\]|Machine [Cc]heck|EDAC \S+: \d+ UE", "hw", "node_hardware", "critical", "cause", None),

@@ -3,7 +3,8 @@
 Generates the 23 scenarios (tests/outside5/gen.py) into a temporary directory, runs
 ``faultline diagnose FILE --json`` on each in-process (``faultline.cli.main``, the command's own
 code path) and compares with expectations.json (committed in f53525c, before the first run). The
-first-contact misses are non-strict xfails naming the miss (README.md "First contact").
+first-contact misses were non-strict xfails naming the miss (README.md "First contact"); since the
+fixes every attempt is a plain assert (README.md "After the fixes").
 About 15 s, no broker.
 """
 from __future__ import annotations
@@ -19,21 +20,19 @@ from tests.outside5 import gen, score
 
 SPEC = score.expectations()
 
-# first-contact misses (README.md "First contact"); key: (scenario, job, attempt)
-KNOWN_MISSES: dict[tuple[str, str, int], str] = {
-    ("p07_k8s_ephemeral_storage_eviction", "pt-pretrain-q8v4d", 0):
-        "first contact: unknown job:pt-pretrain-q8v4d (0.9, no hypothesis, storage ruled out); expected storage_full "
-        "path:/var/lib/kubelet (alt application): kubelet evicted the pod for ephemeral-storage, the mount at 91 %",
-    ("p09_nfs_home_stale_stall_cancel", "8815909", 0):
-        "first contact: storage_slow path:/home (0.95; storage_unavailable 0.05); expected storage_unavailable "
-        "path:/home: every node reported /home `stale` and `nfs: server ... not responding`",
-}
-# first-contact contract-form problems (not part of the score), per attempt
-KNOWN_CONTRACT: dict[tuple[str, str, int], str] = {
-    ("p14_hca_symbol_errors_hourly_reset", "8816414", 0):
-        "first contact: a network_link hypothesis names 'port:ibp193s0f2@gpu-g03' (a kernel netdev name @ node), not the "
-        "contract's port:<device>/<port>",
-}
+# first-contact misses (README.md "First contact"); key: (scenario, job, attempt). Empty since the fixes
+# (README.md "After the fixes"): p07 (unknown; expected storage_full path:/var/lib/kubelet) and p09
+# (storage_slow path:/home; expected storage_unavailable path:/home) are plain asserts now
+KNOWN_MISSES: dict[tuple[str, str, int], str] = {}
+# first-contact contract-form problems (not part of the score), per attempt. Empty since the fixes: p14's
+# 'port:ibp193s0f2@gpu-g03' hypothesis (a kernel netdev name @ node) joined its HCA's link
+KNOWN_CONTRACT: dict[tuple[str, str, int], str] = {}
+# attempts that now match the expectation itself, not only a declared alt (first contact: p07 and p09
+# wrong, p11 and p20 right only through their alt): the fixes' end-to-end shapes
+PRIMARY_AFTER_FIXES = [("p07_k8s_ephemeral_storage_eviction", "pt-pretrain-q8v4d", 0),
+                       ("p09_nfs_home_stale_stall_cancel", "8815909", 0),
+                       ("p11_psu_failure_power_brake_timelimit", "8816111", 0),
+                       ("p20_storage_nic_down_one_node_stale", "8817020", 0)]
 
 ATTEMPTS = [(name, a["job"], a["attempt"]) for name, attempts in SPEC.items() for a in attempts]
 INTERRUPTED = [(name, a["job"], a["attempt"]) for name, attempts in SPEC.items() for a in attempts
@@ -98,6 +97,12 @@ def test_attempt_verdict(results, name, job, attempt):
     """category + component as expected for an interruption; no incident for a healthy attempt."""
     v = _verdict(results, name, job, attempt)
     assert v.ok, v.line()
+
+
+@pytest.mark.parametrize("name,job,attempt", PRIMARY_AFTER_FIXES)
+def test_fixed_attempts_match_the_expectation_not_an_alt(results, name, job, attempt):
+    v = _verdict(results, name, job, attempt)
+    assert (v.got_category, v.got_component) == (v.category, v.component), v.line()
 
 
 @pytest.mark.parametrize("name", list(SPEC))
