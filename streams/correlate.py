@@ -40,7 +40,8 @@ from .rules.ranking import (CAL_CEIL, CAL_FLOOR, CONFIDENCE_DIGITS, CONFIDENCE_M
                             shown_confidences)
 from .rules.storage import (HANG_CATEGORIES, HANG_REPORT_MS, LOCAL_FS, STORAGE_CATEGORIES,  # noqa: F401
                             UNFELT_STORAGE_FACTOR, UNUSED_MOUNT_FACTOR, _felt_here, _felt_paths, _host,
-                            _local_fs, _lustre_fsname, _mount_for_log, _mount_point, _prefer_used_mount, _under)
+                            _local_fs, _lustre_fsname, _mount_for_log, _mount_point, _prefer_used_mount, _under,
+                            slow_at_stall)
 
 INFRA_LAYERS = ("gpu", "hw", "net", "storage")
 # python exceptions that are code bugs whatever the infrastructure does
@@ -581,6 +582,10 @@ def _job_facts(x: _Ctx) -> _JobFacts:
                   and not s.subject.startswith("job:")}
     felt_mount = [s for s in app_errs if bad_mounts and _on_bad_mount(s, bad_mounts)]
     storage_hit = storage_hit or bool(felt_mount)
+    # a silent stall that began as a shared mount turned slow on the job's nodes: it waited on it
+    post_grace = max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0)
+    stall_mounts = slow_at_stall(rec, sigs, x.failure_ts, post_grace) if stalled else set()
+    storage_hit = storage_hit or bool(stall_mounts)
     # a user-code bug anywhere in the job's own output up to the failure (the culprit rank
     # rarely prints first: the others report the collective it left hanging)
     code_errs = [s for s in app_errs if s.ts <= x.failure_ts + cfg.post_grace_ms and _is_app_code(s)
@@ -608,9 +613,9 @@ def _job_facts(x: _Ctx) -> _JobFacts:
         net_err_ts=[s.ts for s in job_sigs if s.data.get("signature") in ("nccl_remote_error", "connection_reset")],
         waited=stalled or any(s.data.get("signature") in WAIT_SIGNATURES for s in job_sigs),
         # a stall began somewhere after the last progress, within about one progress interval
-        post_grace=max(cfg.post_grace_ms, max(rec.intervals) if (stalled and rec.intervals) else 0),
+        post_grace=post_grace,
         seen_mounts=seen_mounts, pci_index=_pci_index(sigs),
-        felt=_felt_paths(rec, job_sigs, x.view, seen_mounts) if storage_hit else set())
+        felt=(_felt_paths(rec, job_sigs, x.view, seen_mounts) | stall_mounts) if storage_hit else set())
 
 
 def _xid_of_a_log(s: Signal, xid_events: set) -> Signal | None:

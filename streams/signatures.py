@@ -319,6 +319,14 @@ _RULES: tuple[_Rule, ...] = (
           lambda m, s: {**_rank_only(None, s), **({"path": m.group(1)} if m.group(1) else {})}),
     _Rule("enospc", ("No space left on device", "ENOSPC", "Errno 28", "Disk quota exceeded"),
           r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded", "storage", "storage_full", "critical", "cause", _storage_err),
+    # PyTorch's DataLoader when its workers' shared memory (/dev/shm, a tmpfs; 64 MB by default in a
+    # container) runs out: "ERROR: Unexpected bus error encountered in worker. This might be caused by
+    # insufficient shared memory (shm)." and "DataLoader worker (pid 123) is killed by signal: Bus error.
+    # It is possible that dataloader's workers are out of shared memory. Please try to raise your shared
+    # memory limit." - the contract's storage_full (capacity) of /dev/shm, not the user's code
+    _Rule("shm_exhausted", ("insufficient shared memory", "out of shared memory", "raise your shared memory limit"),
+          r"insufficient shared memory|out of shared memory|raise your shared memory limit", "storage", "storage_full",
+          "critical", "cause", lambda m, s: {**_rank_only(None, s), "path": "/dev/shm"}),
     _Rule("stale_file_handle", ("Stale file handle", "ESTALE", "Errno 116"),
           r"Stale file handle|ESTALE|\[Errno 116\]", "storage", "storage_unavailable", "critical", "cause", _storage_err),
     _Rule("readonly_fs", ("Read-only file system", "Errno 30", "EROFS"),

@@ -4,6 +4,7 @@ alarms the job's own storage signs say it felt."""
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 from ..detectors.job import AttemptRecord
@@ -48,6 +49,33 @@ HANG_CATEGORIES = frozenset({"storage_slow", "storage_unavailable"})
 #: weight left to a storage alarm (a slow, full or failed mount) the job never felt: no storage
 #: sign from the job at all, or its storage signs all name other mounts
 UNFELT_STORAGE_FACTOR = 0.4
+#: a silent stall (no error line) that begins while a mount turns slow on the job's own nodes is
+#: the job's input (or its checkpoint) waiting on that mount - the stall is how a 1000x read
+#: latency shows in a training loop. The mount's slow signal must start within this long before
+#: the last progress (the detector fires a few samples after the onset) ...
+STALL_SLOW_BEFORE_MS = 10 * 60_000
+#: ... or this long after it beyond one progress interval (its consecutive-sample confirmation)
+STALL_SLOW_AFTER_MS = 3 * 60_000
+#: ... and on at least this share of the job's nodes (a shared file system slows for everyone;
+#: one node's local disk slowing while the job stalls is not enough)
+STALL_SLOW_NODE_SHARE = 0.5
+
+
+def slow_at_stall(rec: AttemptRecord, sigs: Iterable[Signal], last_progress: int, post_grace: int) -> set[str]:
+    """Mounts that turned slow on most of the job's nodes around the moment a stalled job made
+    its last progress (outside check round 6, q11: Lustre read latency 2 ms -> 3 s on every node,
+    progress stops within a second, no error line until the time limit)."""
+    nodes = set(rec.nodes)
+    if not nodes:
+        return set()
+    lo, hi = last_progress - STALL_SLOW_BEFORE_MS, last_progress + post_grace + STALL_SLOW_AFTER_MS
+    seen: dict[str, set[str]] = {}
+    for s in sigs:
+        if s.kind == "storage_slow" and s.node in nodes and lo <= s.ts <= hi \
+                and isinstance(s.data.get("path"), str) and not s.subject.startswith("job:"):
+            seen.setdefault(s.data["path"].rstrip("/") or "/", set()).add(s.node)
+    need = max(1, math.ceil(len(nodes) * STALL_SLOW_NODE_SHARE))
+    return {m for m, ns in seen.items() if len(ns) >= need}
 
 
 def _felt_paths(rec: AttemptRecord, job_sigs: list[Signal], view: View, seen: dict) -> set[str]:

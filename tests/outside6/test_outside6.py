@@ -26,18 +26,13 @@ SPEC = score.expectations()
 
 # first-contact misses (README.md "First contact"); key: (scenario, job, attempt)
 KNOWN_MISSES: dict[tuple[str, str, int], str] = {
-    ("q11_lustre_slow_stall_until_timelimit", "8831111", 0):
-        "expected storage_slow path:/lustre/data (read latency 1-3 ms -> 1.5-6 s on every node from 100 min, ptlrpc "
-        "'Request sent has timed out for slow reply' kernel lines, progress stops at 101 min, TIMEOUT at 152 min); "
-        "first contact: unknown job:8831111 0.9, no hypothesis, ruled_out gpu/hw/net, although the four "
-        "'/lustre/data slow' storage signals are in the evidence",
+    # first contact (faultline 96f49c5): q11 unknown job:8831111 (storage_slow path:/lustre/data expected);
+    # right since the round-6 fixes (tests/test_correlate_outside6.py), so a plain assert now
 }
 # attempts scored right on first contact only through an alt declared in advance: the expectation itself
 # is not what came out (strict xfail: a fix that names the expectation must remove the entry)
 ALT_ONLY: dict[tuple[str, str, int], str] = {
-    ("q10_dev_shm_full_bus_error", "8831010", 0):
-        "expected storage_full path:/dev/shm (/dev/shm 30 % -> 100 % on gpu-m02, DataLoader SIGBUS 'out of shared "
-        "memory'); first contact: application job:8831010 0.94 (the declared alt), storage_full path:/dev/shm 0.06",
+    # first contact: q10 application job:8831010 (the declared alt); storage_full path:/dev/shm since the fixes
 }
 
 ATTEMPTS = [(name, a["job"], a["attempt"]) for name, attempts in SPEC.items() for a in attempts]
