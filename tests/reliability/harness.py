@@ -17,6 +17,9 @@ The pieces (each usable alone):
 - ``store_event_counts``: after the sink stopped, how often every event id is in the store
   under FINAL (must be exactly once).
 - ``check_incidents``: the comparisons every reliability test makes, as a list of problems.
+- ``settle_and_check``: ``settle`` (wait for the incidents and the lag, compare, stop nothing:
+  a test may check after each of several failures, ``test_broker_failures.py``), then stop
+  the workers and the sink and ``check_store``; ``Traffic.head(n)``: the events produced so far.
 
 Every test prints its seed and a timing line (``Timeline``) when it fails, so a failure
 reproduces with the same seed.
