@@ -3,6 +3,11 @@
 ``Publisher`` routes each event to its topic with its key (``schemas.registry``),
 batches and compresses. Collectors, the simulator and replay all publish through it.
 Spooling to disk while the broker is away lives in ``producers.spool`` and wraps this.
+
+``new_producer(settings, **kw)`` is the one place a producer is made (this Publisher, the
+spool, the notifier's dead letters; the worker's Faust producer adds the same
+``PRODUCER_GUARANTEES``, ``streams/faust_producer.py``): acks=all with idempotence, never
+overridable, so a write survives a broker failure and a retried batch is written once.
 """
 
 from __future__ import annotations
@@ -20,6 +25,22 @@ from ..config import Settings
 from ..schemas import Envelope, encode, key_for, now_ms, topic_for
 
 log = logging.getLogger("faultline.publish")
+
+#: what every Kafka producer faultline makes is held to (docs/reliability.md): a write is
+#: acknowledged once every in-sync replica has it (with ``min.insync.replicas`` 2 on a
+#: 3-broker cluster it survives one broker's loss), and the broker de-duplicates a batch the
+#: producer retries after a failure by producer id and sequence number (no duplicate record)
+PRODUCER_GUARANTEES = {"acks": "all", "enable_idempotence": True}
+
+
+def new_producer(settings: Settings, **kw) -> AIOKafkaProducer:
+    """An ``AIOKafkaProducer`` on ``settings``' brokers (security included) with
+    ``PRODUCER_GUARANTEES``; ``kw`` tunes everything else (batching, compression, timeouts)
+    and may not weaken them. Needs a running event loop (aiokafka's rule)."""
+    clash = sorted(k for k in PRODUCER_GUARANTEES if k in kw)
+    if clash:
+        raise ValueError(f"producer settings {clash} are fixed: {PRODUCER_GUARANTEES}")
+    return AIOKafkaProducer(**settings.kafka_kwargs(), **kw, **PRODUCER_GUARANTEES)
 
 
 class BrokerUnreachable(ConnectionError):
@@ -109,16 +130,14 @@ class Publisher:
     """Async producer of contract events (``await pub.start()`` ... ``await pub.stop()``)."""
 
     def __init__(self, settings: Settings, *, linger_ms: int = 20, compression: str | None = "lz4",
-                 max_batch_bytes: int = 1 << 20, acks: int | str = "all") -> None:
+                 max_batch_bytes: int = 1 << 20) -> None:
         self.settings = settings
         try:
             import lz4  # noqa: F401
         except ImportError:
             compression = "gzip" if compression == "lz4" else compression
-        self._producer = AIOKafkaProducer(
-            **settings.kafka_kwargs(), linger_ms=linger_ms, compression_type=compression,
-            max_batch_size=max_batch_bytes, acks=acks, enable_idempotence=acks == "all",
-        )
+        self._producer = new_producer(settings, linger_ms=linger_ms, compression_type=compression,
+                                      max_batch_size=max_batch_bytes)
         self.sent = 0
 
     async def start(self) -> "Publisher":

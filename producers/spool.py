@@ -53,7 +53,7 @@ _PARTITIONER = DefaultPartitioner()
 
 from ..config import Settings
 from ..schemas import Envelope, dead_letter, encode, key_for, now_ms, topic_for
-from .publish import record_ts
+from .publish import new_producer, record_ts
 
 log = logging.getLogger("faultline.spool")
 
@@ -416,10 +416,9 @@ class SpoolingPublisher:
         number, so the broker (which keeps producer state across its restart) writes it once.
         Re-sending it through a new producer (new id) would duplicate it."""
         if self._producer is None:
-            p = AIOKafkaProducer(
-                **self.settings.kafka_kwargs(), linger_ms=self.linger_ms,
-                compression_type=self.compression, max_batch_size=1 << 20, acks="all",
-                enable_idempotence=True, request_timeout_ms=self.request_timeout_ms,
+            p = new_producer(   # acks=all + idempotence (publish.PRODUCER_GUARANTEES)
+                self.settings, linger_ms=self.linger_ms, compression_type=self.compression,
+                max_batch_size=1 << 20, request_timeout_ms=self.request_timeout_ms,
             )
             # aiokafka 0.14 fails a queued batch whose partition has no leader once it is older
             # than request_timeout_ms (MessageAccumulator.drain_by_nodes), even a RETRY of a batch

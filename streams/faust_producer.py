@@ -24,11 +24,12 @@ import logging
 from typing import Any, Mapping
 
 from .. import topics as T
+from ..producers.publish import PRODUCER_GUARANTEES
 
 log = logging.getLogger("faultline.streams.producer")
 
 #: what the worker's producer always adds to Faust's settings
-PRODUCER_SETTINGS: Mapping[str, Any] = {"acks": "all", "enable_idempotence": True}
+PRODUCER_SETTINGS: Mapping[str, Any] = PRODUCER_GUARANTEES
 
 
 def declared_topic(replication: int, brokers: int,

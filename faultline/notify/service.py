@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from ..config import Settings
+from ..producers.publish import new_producer
 from ..ratelog import RateLimitedLog
 from ..schemas.codec import dead_letter, now_ms
 from ..schemas.outputs import Alert, Incident
@@ -121,6 +122,11 @@ class Notifier:
     def stop(self) -> None:
         self._stop.set()
 
+    def new_producer(self) -> AIOKafkaProducer:
+        """The dead-letter producer: acks=all with idempotence (``publish.new_producer``), so a
+        dead letter retried after a broker failure is written once."""
+        return new_producer(self.settings)
+
     # ------------------------------------------------------------------ loop
     async def run(self) -> None:
         c = self.consumer = AIOKafkaConsumer(
@@ -128,7 +134,7 @@ class Notifier:
             auto_offset_reset="earliest", max_poll_records=self.ns.batch,
             session_timeout_ms=15_000, heartbeat_interval_ms=3_000)
         c.subscribe(topics=sorted(self._topics), listener=_Listener(self))
-        p = self.producer = AIOKafkaProducer(**self.settings.kafka_kwargs(), acks="all")
+        p = self.producer = self.new_producer()
         await c.start()
         try:
             await p.start()

@@ -17,6 +17,9 @@ The pieces (each usable alone):
 - ``store_event_counts``: after the sink stopped, how often every event id is in the store
   under FINAL (must be exactly once).
 - ``check_incidents``: the comparisons every reliability test makes, as a list of problems.
+- ``settle_and_check``: ``settle`` (wait for the incidents and the lag, compare, stop nothing:
+  a test may check after each of several failures, ``test_broker_failures.py``), then stop
+  the workers and the sink and ``check_store``; ``Traffic.head(n)``: the events produced so far.
 
 Every test prints its seed and a timing line (``Timeline``) when it fails, so a failure
 reproduces with the same seed.
@@ -76,6 +79,14 @@ class Traffic:
     @property
     def n(self) -> int:
         return len(self.lines)
+
+    def head(self, n: int) -> "Traffic":
+        """The first ``n`` events (what has been produced so far), their ids per layer."""
+        ids: dict[str, set[str]] = defaultdict(set)
+        for line in self.lines[:n]:
+            d = orjson.loads(line)
+            ids[d["kind"].split(".", 1)[0]].add(d["id"])
+        return Traffic(self.seed, self.lines[:n], dict(ids), self.labels)
 
 
 def fleet_traffic(seed: int, *, scenario: str = SCENARIO, nodes: int = NODES, hours: float = HOURS,
@@ -727,6 +738,17 @@ def settle_and_check(s: Settings, fleet: Fleet, inc: IncidentLog, exp: Expectati
                      tl: Timeline, *, killed: Iterable[Any] = (), timeout_s: float = 180.0) -> list[str]:
     """After the input is sent: wait for the incidents and the lag, compare every revision
     with diagnose, stop the workers and then the sink, check the store. Returns the problems."""
+    problems = settle(s, fleet, inc, exp, tl, killed=killed, timeout_s=timeout_s)
+    fleet.stop_workers()
+    fleet.stop_sink()
+    return problems + check_store(s, exp, traffic, tl)
+
+
+def settle(s: Settings, fleet: Fleet, inc: IncidentLog, exp: Expectation, tl: Timeline, *,
+           killed: Iterable[Any] = (), timeout_s: float = 180.0) -> list[str]:
+    """The input sent so far is what ``exp`` was computed over: wait until the incidents
+    equal it and every group committed the input (and the sink stored it), compare every
+    revision with diagnose, check no process exited on its own. Stops nothing."""
     problems: list[str] = []
     matched = inc.wait(exp, timeout_s=timeout_s)
     tl.mark("incidents equal diagnose's" if matched else "incidents still differ (gave up waiting)")
@@ -745,8 +767,13 @@ def settle_and_check(s: Settings, fleet: Fleet, inc: IncidentLog, exp: Expectati
     crashed = [fleet.name(w) for w in fleet.workers if id(w) not in killed_ids and not w.alive()]
     if crashed:
         problems.append(f"processes that exited on their own: {crashed}")
-    fleet.stop_workers()
-    fleet.stop_sink()
+    return problems
+
+
+def check_store(s: Settings, exp: Expectation, traffic: Traffic, tl: Timeline) -> list[str]:
+    """The stopped sink's store against ``traffic`` (every event once under FINAL, none
+    other) and ``exp`` (the standing incidents). Returns the problems."""
+    problems: list[str] = []
     store = store_event_counts(s, traffic)
     tl.mark(str(store).split("; e.g.")[0])
     if not store.ok:

@@ -1,6 +1,6 @@
 """Broker failures (issue 18): fleet traffic from the collectors' publishing path (the on-disk
 spool, ``producers/spool.py`` ``SpoolingPublisher``) into a 3-broker KRaft cluster on loopback
-(``infra/kafka/kafka.sh``, ``KAFKA_NODES=3``), two analysis workers and a sink, while:
+(``infra/kafka/kafka.sh``, ``KAFKA_NODES=3``), two analysis workers and a sink, in three phases:
 
 1. one broker (not the active controller) is killed with SIGKILL mid-stream and brought back;
 2. then the active controller (the KRaft quorum leader, ``kafka.sh controller``) is killed with
@@ -8,27 +8,47 @@ spool, ``producers/spool.py`` ``SpoolingPublisher``) into a 3-broker KRaft clust
 3. then the whole cluster is stopped for ``OUTAGE_S`` (60 s) while the spool keeps taking
    events, and restarted.
 
-After each failure the test waits until the cluster is whole again (every partition of the
-test's topics has all its replicas in sync) and the spool has delivered everything it took
-before the restart, and records how long both took. At the end, the checks every reliability
-test makes (``harness.settle_and_check``): every produced event is in the store exactly once
-under FINAL, every incident revision is one `faultline diagnose` emits over the same events and
-the latest equal diagnose's, committed lag 0. Alerts: the at-least-once guarantee of
-docs/reliability.md allows an alert to be published again with the same id (the store collapses
-it); so no alert id diagnose does not emit, every one diagnose emits is there, one stored row per
-id under FINAL, and copies of one id carry the same content. Their count is printed.
+The input is cut into three segments, one per phase (``PHASES``: 45 %, 70 %, 100 % of it, each
+cut where event time is clean). In each phase the failure happens while the segment flows;
+the test waits until the cluster is whole again (every partition of the test's topics has all
+its replicas in sync) and the spool has delivered everything it took before the restart
+(both times recorded), then until the whole segment is acknowledged, and the input pauses.
+
+After EACH phase, against ``faultline diagnose`` (the Engine) over exactly the events produced
+so far (the prefix up to that phase's cut):
+
+- every incident revision emitted so far is one diagnose emits over the prefix, and the latest
+  of each equals diagnose's (the workers close their windows once every input is idle, as
+  diagnose does at the end of its file); committed lag 0 for every group, the sink caught up;
+- alerts: the at-least-once guarantee of docs/reliability.md allows an alert to be published
+  again with the same id (the store collapses it); so no alert id diagnose does not emit,
+  every one it emits is there, copies of one id carry the same subject, kind and window; their
+  count is printed;
+- the sink is stopped (the embedded store has one owner) and its store read: every event
+  produced so far is there exactly once under FINAL and no other, the standing incidents are
+  diagnose's, each alert id one row under FINAL; then the sink starts again (the next phase's
+  failure hits a fresh sink resuming from its committed offsets). After the last phase the
+  workers stop first, then the sink, as ``harness.settle_and_check`` does.
+
+Premise checked before any broker starts (``_paused_diagnose_differs``): the Engine fed the
+segments one by one with an idle pause after each emits at each pause what diagnose emits over
+that prefix, so pausing the input cannot by itself make the pipeline differ from diagnose.
+
+A line per phase is printed (``[broker failures] phase k (...)``): events produced and stored,
+incidents, alerts, recovery times, how long the check took.
 
 The topics' layout is checked too: the contract's and the worker's internal topics (created by
 ``ensure_topics``) and the tables' changelog topics (declared by Faust through the worker's
 producer, ``streams/faust_producer.py``) have 3 replicas and min.insync.replicas 2.
 
-One run covers the three failures in sequence (~4 min on the shared 2-core machine: the
-60 s outage and five broker starts are most of it).
+One run covers the three failures in sequence (~5 min on the shared 2-core machine: the 60 s
+outage, five broker starts and three settles with a sink restart are most of it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 import uuid
@@ -36,6 +56,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -50,31 +71,35 @@ from faultline.schemas.registry import ALERTS
 from faultline.streams.alert_gate import ALERT_WINDOW_MS
 from faultline.streams.engine import Engine, EngineConfig
 from faultline.streams.faust_topics import ensure_topics
-from harness import (Expectation, Fleet, IncidentLog, Timeline, fleet_traffic, pipeline_settings, report,
-                     settle_and_check)
+from faultline.streams.faust_harness import without_revision
+from harness import (Expectation, Fleet, IncidentLog, Timeline, Traffic, check_store, fleet_traffic,
+                     pipeline_settings, report, revision_view, settle, store_event_counts)
 from test_kafka_cluster import NODES, Cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 SEED = 301
-#: events/s through the spool (the ~48k events of fleet_traffic take ~2 min at this rate)
-RATE = 400
+#: events/s through the spool (the ~48k events of fleet_traffic take ~1.6 min at this rate)
+RATE = 500
 #: the whole cluster is down this long (issue 18)
 OUTAGE_S = 60.0
 #: a killed broker stays down this long before `kafka.sh up` starts it again (writes go on
 #: with 2 of 3 replicas in sync, min.insync.replicas 2)
 BROKER_DOWN_S = 3.0
-#: the feeder's limit (share of the input) in each phase and the share spooled before its failure;
-#: the last limit is all of it: what is left is spooled while the whole cluster is down
-PHASES = ((0.25, 0.06), (0.50, 0.30), (1.0, 0.55))
+#: (name, share of the input produced by the end of the phase, share spooled before its failure).
+#: The input pauses at each phase's end (cut where event time is clean: every earlier event is
+#: older than every later one) until the checks of that phase hold; the last phase's end is all
+#: of it: what is left is spooled while the whole cluster is down. With seed 301 diagnose has
+#: 2 incidents over the first phase's events, 4 over the second's, 6 over all.
+PHASES = (("broker kill", 0.45, 0.15), ("controller kill", 0.70, 0.52), ("cluster outage", 1.0, 0.72))
 #: every phase's recovery (cluster in sync, spool delivered) within this
 RECOVERY_TIMEOUT_S = 120.0
 
 
 class SpoolFeeder:
     """The collectors' publishing path in a thread: ``SpoolingPublisher.send_raw`` for every
-    line at ``rate`` events/s, never past ``limit`` (a share of the lines the test raises
-    phase by phase). ``spooled``/``sent`` are the spool's counters (appended / acknowledged
+    line at ``rate`` events/s, never past ``limit`` (a line index the test raises phase by
+    phase). ``spooled``/``sent`` are the spool's counters (appended / acknowledged
     by the broker); ``join()`` waits until every line is acknowledged."""
 
     def __init__(self, settings: Settings, lines: list[bytes], rate: float, spool_dir: Path,
@@ -91,13 +116,14 @@ class SpoolFeeder:
         self._done = False
         self._thread = threading.Thread(target=self._run, name="spool-feeder", daemon=True)
 
-    def start(self, limit: float) -> "SpoolFeeder":
+    def start(self, limit: int) -> "SpoolFeeder":
         self.set_limit(limit)
         self._thread.start()
         return self
 
-    def set_limit(self, share: float) -> None:
-        self.limit = int(len(self.lines) * share)
+    def set_limit(self, n: int) -> None:
+        """Spool the lines up to index ``n`` (exclusive), then wait for a higher limit."""
+        self.limit = min(n, len(self.lines))
 
     @property
     def spooled(self) -> int:
@@ -148,7 +174,7 @@ class SpoolFeeder:
         return time.monotonic() - t0
 
     def join(self, timeout_s: float) -> None:
-        self.set_limit(1.0)
+        self.set_limit(len(self.lines))
         self._thread.join(timeout_s)
         self._done = True
         if self.error is not None:
@@ -324,6 +350,105 @@ def test_no_alert_diagnose_does_not_raise(outcome):
     assert not outcome.extra_alerts, "\n".join(outcome.extra_alerts) + "\n" + outcome.report.split("\n")[0]
 
 
+def _cuts(lines: list[bytes]) -> list[int]:
+    """Each phase's end as a line index: the first at or after its share of the input where
+    every earlier event is older than every later one (a pause there cannot make an event
+    late); the last is the whole input."""
+    ts = [orjson.loads(line)["ts"] for line in lines]
+    before = list(itertools.accumulate(ts, max))
+    after = list(itertools.accumulate(reversed(ts), min))[::-1]
+    out = []
+    for _, share, _ in PHASES:
+        i = int(len(lines) * share)
+        while 0 < i < len(lines) and not before[i - 1] < after[i]:
+            i += 1
+        out.append(min(i, len(lines)))
+    return out
+
+
+def _paused_diagnose_differs(lines: list[bytes], cuts: list[int], s: Settings,
+                             exps: list[Expectation]) -> list[str]:
+    """The premise of checking after each phase: the Engine fed the phases one by one, with
+    an idle pause after each (``close_windows``, what the worker does when every input is
+    idle), emits at each pause what diagnose emits over that prefix (latest incidents, every
+    revision among diagnose's, the same alert ids). Returns what differs."""
+    eng = Engine(EngineConfig.from_settings(s))
+    revs: dict[str, list[dict]] = {}
+    alerts: set[str] = set()
+    out: list[str] = []
+    prev = 0
+    for k, (cut, exp) in enumerate(zip(cuts, exps), 1):
+        outs = list(eng.process(lines[prev:cut]))
+        if cut < len(lines):
+            eng.close_windows()
+            outs += eng.drain()
+        else:
+            outs += eng.finish()
+        prev = cut
+        for o in outs:
+            if isinstance(o, Alert):
+                alerts.add(o.id)
+            elif hasattr(o, "revision"):
+                revs.setdefault(o.id, []).append(msgspec.to_builtins(o))
+        latest = {i: without_revision(max(r, key=lambda d: d["revision"])) for i, r in revs.items()}
+        if latest != exp.latest:
+            out.append(f"phase {k}: paused run's incidents {sorted(latest)} != diagnose's {sorted(exp.latest)} "
+                       f"(or their fields)")
+        allowed = {i: [revision_view(d) for d in r] for i, r in exp.revisions.items()}
+        odd = [i for i, r in revs.items() for d in r if revision_view(d) not in allowed.get(i, [])]
+        if odd:
+            out.append(f"phase {k}: paused run's revisions diagnose does not emit: {sorted(set(odd))}")
+        eng2 = Engine(EngineConfig.from_settings(s))
+        want = {o.id for o in [*eng2.process(lines[:cut]), *eng2.finish()] if isinstance(o, Alert)}
+        if alerts != want:
+            out.append(f"phase {k}: paused run's alerts differ: {sorted(alerts ^ want)}")
+    return out
+
+
+def _check_phase(k: int, name: str, s: Settings, fleet: Fleet, inc: IncidentLog, exp: Expectation,
+                 produced: Traffic, tl: Timeline, figures: dict, *, last: bool) -> tuple[list[str], list[str]]:
+    """After phase ``k``: the input produced so far (``produced``, all acknowledged) against
+    diagnose over exactly those events (``exp``): the incidents (every revision so far, the
+    latest equal), committed lag 0, the alerts (no id diagnose does not emit, every one it
+    emits, copies alike), then the sink stopped and its store checked (every event produced so
+    far exactly once under FINAL, nothing else, the standing incidents diagnose's, each alert
+    one row under FINAL); the sink is started again unless this is the last phase (then the
+    workers stop too, before the sink). Returns (problems, alerts diagnose does not emit),
+    each line prefixed with the phase."""
+    t0 = time.monotonic()
+    tag = f"phase {k} ({name})"
+    problems = settle(s, fleet, inc, exp, tl)
+    extra: list[str] = []
+    alert_line = "alerts: not read"
+    try:
+        alert_problems, extra, alert_line = _alert_problems(s, produced.lines, asyncio.run(_read_alerts(s)))
+        problems += alert_problems
+    except Exception as e:  # noqa: BLE001 - reported with the other problems
+        problems.append(f"checking the alerts failed: {type(e).__name__}: {e}")
+    tl.mark(f"{tag}: {alert_line}")
+    if last:
+        fleet.stop_workers()
+    fleet.stop_sink()
+    store = store_event_counts(s, produced)
+    problems += check_store(s, exp, produced, tl) + _stored_alert_problems(s)
+    if not last:
+        fleet.start_sink()
+    standing = len(exp.live)
+    got = {i: d for i, d in inc.latest().items() if i in exp.latest}
+    line = (f"{tag}: {produced.n:,} events produced, {store.rows_final:,} stored under FINAL "
+            f"({store.rows_raw:,} rows before merge; missing {sum(store.missing.values())}, "
+            f"not once {sum(store.not_once.values())}, never produced {sum(store.unknown.values())}); "
+            f"incidents {len(got)} of diagnose's {len(exp.latest)} ({standing} standing); {alert_line}; "
+            f"recovery: in sync {figures.get(f'{name}: in sync after up (s)')} s, "
+            f"spool delivered {figures.get(f'{name}: spool delivered after in sync (s)')} s after; "
+            f"checked in {time.monotonic() - t0:.1f} s; {len(problems)} problems")
+    print(f"[broker failures] {line}", flush=True)
+    figures[f"{tag}: events"] = produced.n
+    figures[f"{tag}: incidents"] = len(exp.latest)
+    figures[f"{tag}: check (s)"] = round(time.monotonic() - t0, 1)
+    return [f"{tag}: {p}" for p in problems], [f"{tag}: {x}" for x in extra]
+
+
 def _scenario(cluster: Cluster, tmp_path: Path) -> Outcome:
     t_start = time.monotonic()
     base = replace(Settings(), kafka_bootstrap=cluster.bootstrap, topic_prefix=f"bf{uuid.uuid4().hex[:6]}.",
@@ -331,9 +456,14 @@ def _scenario(cluster: Cluster, tmp_path: Path) -> Outcome:
     s = pipeline_settings(base)
     tl = Timeline(SEED)
     traffic = fleet_traffic(SEED)
-    exp = Expectation.of(traffic.lines, s)
-    assert len(exp.live) >= 3, f"seed {SEED}: the traffic must have several interruptions: {exp.live}"
-    tl.mark(f"{traffic.n} events, {len(exp.latest)} incidents expected; cluster {cluster.bootstrap}")
+    cuts = _cuts(traffic.lines)
+    exps = [Expectation.of(traffic.lines[:c], s) for c in cuts]
+    assert len(exps[-1].live) >= 3, f"seed {SEED}: the traffic must have several interruptions: {exps[-1].live}"
+    assert all(e.latest for e in exps), f"seed {SEED}: every phase must end with incidents: {[len(e.latest) for e in exps]}"
+    differs = _paused_diagnose_differs(traffic.lines, cuts, s, exps)
+    assert not differs, "\n".join(differs)
+    tl.mark(f"{traffic.n} events, phases end at {cuts} with {[len(e.latest) for e in exps]} incidents expected; "
+            f"cluster {cluster.bootstrap}")
     asyncio.run(ensure_topics(s))
     inc = IncidentLog(s).start()
     figures: dict[str, float] = {}
@@ -350,55 +480,56 @@ def _scenario(cluster: Cluster, tmp_path: Path) -> Outcome:
             bad = {n: v[:2] for n, v in layout.items() if v[:2] != ({NODES}, "2")}
             assert not bad, f"topics not replicated {NODES} ways with min.insync.replicas 2: {bad}"
 
-            feeder = SpoolFeeder(s, traffic.lines, RATE, tmp_path / "collector-spool").start(PHASES[0][0])
+            feeder = SpoolFeeder(s, traffic.lines, RATE, tmp_path / "collector-spool").start(cuts[0])
             tl.mark("input starts (through the spool)")
-            # 1. one broker, not the active controller, SIGKILLed mid-stream and brought back
-            feeder.wait("phase 1 input", lambda: feeder.spooled >= traffic.n * PHASES[0][1], 60)
-            ctrl = int(cluster.sh("controller").strip())
-            victim = next(n for n in range(1, NODES + 1) if n != ctrl)
-            cluster.sh("kill", str(victim))
-            tl.mark(f"broker {victim} SIGKILL (controller is {ctrl})")
-            time.sleep(BROKER_DOWN_S)
-            cluster.sh("up")
-            tl.mark(f"broker {victim} back")
-            _recover(cluster, s, feeder, tl, "broker kill", figures)
-            # 2. the active controller SIGKILLed and brought back
-            feeder.set_limit(PHASES[1][0])
-            feeder.wait("phase 2 input", lambda: feeder.spooled >= traffic.n * PHASES[1][1], 120)
-            ctrl = int(cluster.sh("controller").strip())
-            cluster.sh("kill", str(ctrl))
-            tl.mark(f"active controller {ctrl} SIGKILL")
-            time.sleep(BROKER_DOWN_S)
-            new_ctrl = _new_controller(cluster, ctrl)
-            cluster.sh("up")
-            tl.mark(f"node {ctrl} back (controller now {new_ctrl})")
-            _recover(cluster, s, feeder, tl, "controller kill", figures)
-            # 3. the whole cluster down for OUTAGE_S while the spool keeps taking events
-            feeder.set_limit(PHASES[2][0])
-            feeder.wait("phase 3 input", lambda: feeder.spooled >= traffic.n * PHASES[2][1], 120)
-            t_down = time.monotonic()
-            cluster.sh("down")
-            tl.mark("cluster down")
-            sent_down, spooled_down = feeder.sent, feeder.spooled
-            time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - t_down)))
-            took = feeder.spooled - spooled_down
-            figures["outage: events spooled while the cluster was down"] = took
-            assert took > RATE * 10, f"the spool took only {took} events during the outage"
-            assert feeder.sent == sent_down, "acknowledged while every broker was down?"
-            cluster.sh("up")
-            tl.mark(f"cluster back after {time.monotonic() - t_down:.1f} s ({took} events spooled meanwhile)")
-            _recover(cluster, s, feeder, tl, "cluster outage", figures)
-
-            feeder.join(300)
-            tl.mark(f"input all acknowledged: {feeder.stats}")
-            assert feeder.stats["dropped"] == 0 and feeder.stats["set_aside"] == 0, feeder.stats
-            problems = settle_and_check(s, fleet, inc, exp, traffic, tl)
-            try:
-                alert_problems, extra, alert_line = _alert_problems(s, traffic.lines, asyncio.run(_read_alerts(s)))
-                tl.mark(alert_line)
-                problems += alert_problems + _stored_alert_problems(s)
-            except Exception as e:  # noqa: BLE001 - reported with the other problems
-                problems.append(f"checking the alerts failed: {type(e).__name__}: {e}")
+            for k, ((name, _share, at), cut, exp) in enumerate(zip(PHASES, cuts, exps), 1):
+                feeder.set_limit(cut)
+                feeder.wait(f"phase {k} input", lambda: feeder.spooled >= traffic.n * at, 120)
+                if name == "broker kill":
+                    # one broker, not the active controller, SIGKILLed mid-stream and brought back
+                    ctrl = int(cluster.sh("controller").strip())
+                    victim = next(n for n in range(1, NODES + 1) if n != ctrl)
+                    cluster.sh("kill", str(victim))
+                    tl.mark(f"broker {victim} SIGKILL (controller is {ctrl})")
+                    time.sleep(BROKER_DOWN_S)
+                    cluster.sh("up")
+                    tl.mark(f"broker {victim} back")
+                elif name == "controller kill":
+                    # the active controller SIGKILLed and brought back
+                    ctrl = int(cluster.sh("controller").strip())
+                    cluster.sh("kill", str(ctrl))
+                    tl.mark(f"active controller {ctrl} SIGKILL")
+                    time.sleep(BROKER_DOWN_S)
+                    new_ctrl = _new_controller(cluster, ctrl)
+                    cluster.sh("up")
+                    tl.mark(f"node {ctrl} back (controller now {new_ctrl})")
+                else:
+                    # the whole cluster down for OUTAGE_S while the spool keeps taking events
+                    t_down = time.monotonic()
+                    cluster.sh("down")
+                    tl.mark("cluster down")
+                    sent_down, spooled_down = feeder.sent, feeder.spooled
+                    time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - t_down)))
+                    took = feeder.spooled - spooled_down
+                    figures["outage: events spooled while the cluster was down"] = took
+                    assert took > RATE * 10, f"the spool took only {took} events during the outage"
+                    assert feeder.sent == sent_down, "acknowledged while every broker was down?"
+                    cluster.sh("up")
+                    tl.mark(f"cluster back after {time.monotonic() - t_down:.1f} s ({took} events spooled meanwhile)")
+                _recover(cluster, s, feeder, tl, name, figures)
+                last = k == len(PHASES)
+                if last:
+                    feeder.join(300)
+                    tl.mark(f"input all acknowledged: {feeder.stats}")
+                    assert feeder.stats["dropped"] == 0 and feeder.stats["set_aside"] == 0, feeder.stats
+                else:
+                    left = cut - feeder.sent
+                    feeder.wait(f"phase {k}: the spool delivered the phase's {cut} events",
+                                lambda: feeder.sent >= cut, left / RATE + RECOVERY_TIMEOUT_S)
+                    tl.mark(f"phase {k} input all acknowledged ({cut} events): the input pauses")
+                p, x = _check_phase(k, name, s, fleet, inc, exp, traffic.head(cut), tl, figures, last=last)
+                problems += p
+                extra += x
         finally:
             inc.stop()
         figures["test seconds"] = round(time.monotonic() - t_start, 1)
