@@ -76,6 +76,44 @@ def check_versions(installed: Mapping[str, str] | None = None) -> dict[str, str]
 
 
 # ------------------------------------------------------------------ consumer fast path
+def ackable(app: Any, message: Any) -> bool:
+    """Whether ``message`` may be acked (its offset committed) now: it belongs to the
+    consumer group's current generation and the flow is not suspended (no rebalance under
+    way). Otherwise it may have been dropped unapplied, or applied to state given up on
+    revoke: see ``disown``."""
+    gen = getattr(message, "generation_id", None)
+    if gen is not None and gen != app.consumer_generation_id:
+        return False
+    try:
+        return bool(app.flow_control.is_active())
+    except AttributeError:   # no flow control (tests' stand-ins)
+        return True
+
+
+def disown(consumer: Any, messages: Iterable[Any]) -> int:
+    """Let go of records without acking them: each is marked acked (a later ``ack``, such
+    as the one Faust's ``take_events`` makes after the batch, is a no-op) and no longer
+    tracked as in flight (the revoke's ``wait_empty`` does not wait for it), but its offset
+    is never added to the consumer's acked offsets, so it is never committed. Its partition
+    then commits up to it at most and its next owner reads it again (a redelivery the
+    offset fences skip if it was applied). Returns how many were let go."""
+    n = 0
+    unacked = getattr(consumer, "_unacked_messages", None)
+    for m in messages:
+        if getattr(m, "acked", False):
+            continue
+        m.acked = True
+        if unacked is not None:
+            unacked.discard(m)
+        n += 1
+    waiting = getattr(consumer, "_waiting_for_ack", None)
+    if n and waiting is not None:
+        from mode.utils.futures import notify
+
+        notify(waiting)
+    return n
+
+
 def fast_drain(consumer_cls: type) -> type:
     """A subclass of Faust's consumer class whose message pump skips ``wait_first`` when the
     delivery cannot block.
@@ -197,6 +235,21 @@ def fast_drain(consumer_cls: type) -> type:
                 self._faultline_failed_commits += 1
         return did
 
+    def ack(self: Any, message: Any) -> bool:
+        """Faust's, except for a record that may not have been applied: one of an earlier
+        consumer-group generation, or one acked while the flow is suspended (a rebalance
+        under way). Faust's stream *skips* such a record and acks it anyway ("otherwise the
+        lag would increase"): its offset was committed on revoke, and the partition's next
+        owner started after a record nobody applied (issue 14, rebalance seed 104: a
+        checkpoint lost). Such a record is ``disown``ed instead: never committed here, so it
+        is delivered again to whoever owns the partition next (this worker: the seek to the
+        committed offset after the rebalance, or ``agents.CommitWatch``); the offset fences
+        skip it there if it had been applied after all."""
+        if not ackable(self.app, message):
+            disown(self, [message])
+            return False
+        return consumer_cls.ack(self, message)
+
     def _new_offset(self: Any, tp: Any) -> Any:
         """Faust's, on acked offsets without repeats: it commits the first run of consecutive
         acked offsets, and a repeated offset (a record acked again after a re-fetch, or a gap
@@ -259,7 +312,7 @@ def fast_drain(consumer_cls: type) -> type:
         return bool(await thread.call_thread(seek_if_assigned))
 
     return type(consumer_cls.__name__, (consumer_cls,),
-                {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
+                {"_drain_messages": _drain_messages, "_faultline_fast_drain": True, "ack": ack,
                  "faultline_refetch": faultline_refetch, "_commit_offsets": _commit_offsets,
                  "faultline_resync_committed": faultline_resync_committed, "_new_offset": _new_offset,
                  "_faultline_failed_commits": 0, "_faultline_resynced_commits": 0,

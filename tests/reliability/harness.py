@@ -90,12 +90,15 @@ class Traffic:
 
 
 def fleet_traffic(seed: int, *, scenario: str = SCENARIO, nodes: int = NODES, hours: float = HOURS,
-                  end_ago_min: int = 30) -> Traffic:
-    """The simulator's events for ``scenario``; the window ends ``end_ago_min`` ago."""
+                  end_ago_min: int = 30, day_start_ms: int | None = None) -> Traffic:
+    """The simulator's events for ``scenario``; the window ends ``end_ago_min`` ago.
+    ``day_start_ms``: the time of day the job arrivals follow (None: the window's own, so the
+    story depends on the hour the test runs; pinned, it is one at any hour)."""
     start = (now_ms() - int((hours * 60 + end_ago_min) * 60_000)) // 60_000 * 60_000
     if os.environ.get("FAULTLINE_TRAFFIC_START_MS"):   # a failing run's traffic (the simulator's day)
         start = int(os.environ["FAULTLINE_TRAFFIC_START_MS"])
-    lines, labels = simulate(scenario, seed=seed, nodes=nodes, hours=hours, start_ms=start)
+    lines, labels = simulate(scenario, seed=seed, nodes=nodes, hours=hours, start_ms=start,
+                             day_start_ms=day_start_ms)
     ids: dict[str, set[str]] = defaultdict(set)
     for line in lines:
         d = orjson.loads(line)
