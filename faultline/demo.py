@@ -260,6 +260,13 @@ class Demo:
         self.sink = None
         self.sim: subprocess.Popen | None = None
         self.state = DemoState()
+        #: set by ``interrupt()`` (a signal handler): the run loop ends at its next turn even if
+        #: the cancellation asyncio delivers for Ctrl-C was swallowed (Python 3.11's
+        #: ``asyncio.wait_for`` can lose a cancellation that races its timeout)
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        self.interrupted = True
 
     # ----------------------------------------------------------------- lifecycle
     async def _reset_topics(self) -> None:
@@ -358,6 +365,8 @@ class Demo:
         try:
             with live:
                 while time.monotonic() < deadline:
+                    if self.interrupted:
+                        break
                     self._check_alive()
                     for t in tasks:   # the live view's readers: a dead one would hide every incident
                         if t.done() and t.exception() is not None:

@@ -143,7 +143,6 @@ class Stats:
         self.reseeks = 0         # partitions fetched again because their commit was stuck
         self.drifted = 0         # ... because the group's commit was behind the consumer's
         self.old_ticks = 0       # ticks re-read below a gated partition's target: not heard
-        self.disowned = 0        # records dropped unapplied and not acked (Worker.current)
         #: /metrics: events by topic/kind, dead letters by reason, outputs by detector and
         #: category, batch latency (faultline.metrics reads it at scrape time)
         self.counts = WorkerCounts()
@@ -395,18 +394,13 @@ class NodeAgent:
         self.lock = asyncio.Lock()
         self.errors = tables.errors
 
-    def admit(self, ns: NodeSide, m: Any) -> str | None:
-        """The record's key when its key has not applied this offset yet (the fence), else
-        None (a replay). Call in offset order: the fence remembers the last offset applied."""
+    def feed_one(self, ns: NodeSide, ev: Any, m: Any, parts: dict[str, int], dead: list[bytes]) -> None:
         key = (m.key or b"").decode("utf-8", "replace")
         if key not in ns.nodes:
             ns.load(key, self.tables.nodes.data.get(key.encode()))
         if not ns.accept(key, m.topic, m.partition, m.offset):
             self.stats.dups += 1
-            return None
-        return key
-
-    def apply(self, ns: NodeSide, key: str, ev: Any, m: Any, parts: dict[str, int], dead: list[bytes]) -> None:
+            return
         try:
             ns.feed(key, ev)
         except Exception as err:  # noqa: BLE001 - a detector bug: this record only
@@ -415,27 +409,6 @@ class NodeAgent:
             self.errors.error("node-feed", "node detectors failed on %s/%d@%d: %s: %s", m.topic,
                               m.partition, m.offset, type(err).__name__, err, exc_info=True)
         parts[key] = m.partition
-
-    def feed_batch(self, ns: NodeSide, ok: list[tuple[Any, Any]], parts: dict[str, int],
-                   dead: list[bytes]) -> None:
-        """A batch's valid records: through the fences in offset order (as read), then
-        applied in event-time order ``(ts, id)``, as ``faultline diagnose`` applies them.
-        In arrival order, a batch that mixes records read at different paces (the backlog of
-        a partition that just moved here, next to live ones) fed the detectors out of event
-        time: two storage reports of a mount applied in reverse left the node state, and
-        the evidence built from it, different from diagnose's (issue 14, rebalance seed 105)."""
-        fresh = self.dedup.fresh
-        admitted: list[tuple[Any, Any, str]] = []
-        for ev, m in ok:
-            if not fresh(ev.id):
-                self.stats.dups += 1
-                continue
-            key = self.admit(ns, m)
-            if key is not None:
-                admitted.append((ev, m, key))
-        admitted.sort(key=lambda x: (x[0].ts, x[0].id))
-        for ev, m, key in admitted:
-            self.apply(ns, key, ev, m, parts, dead)
 
     def write_dirty(self, ns: NodeSide, parts: dict[str, int]) -> None:
         for key in list(ns.dirty):
@@ -471,7 +444,12 @@ class NodeAgent:
             ns, js, _ = self.sides.get()
             ok, dead = decode_events(batch, self.topic_layer)
             parts: dict[str, int] = {}
-            self.feed_batch(ns, ok, parts, dead)
+            fresh = self.dedup.fresh
+            for ev, m in ok:
+                if not fresh(ev.id):
+                    self.stats.dups += 1
+                    continue
+                self.feed_one(ns, ev, m, parts, dead)
             await self.outbox.dead(dead)
             self.stats.events += len(ok)
             self.stats.counts.add_events(ok)
@@ -636,12 +614,12 @@ class JobAgent:
         ts_of = {id(m): ev.ts for ev, m in ok}
         for m in messages:
             gate_read(m.topic, m.partition, m.offset, ts_of.get(id(m)))
-        node_ok: list[tuple[Any, Any]] = []
         for ev, m in ok:
             self.stats.events += 1
             self.ensure_partition_loaded(js, loaded, m.partition)
             if ev.kind in NODE_KINDS or ev.kind in INV_KINDS:   # sched.node: keyed by node
-                node_ok.append((ev, m))
+                if self.node is not None and self.node.dedup.fresh(ev.id):
+                    self.node.feed_one(ns, ev, m, node_parts, dead)
                 continue
             if ev.kind not in JOB_KINDS or not ev.job:
                 continue
@@ -650,8 +628,6 @@ class JobAgent:
                 self.stats.dups += 1
                 continue
             fresh.append(ev)
-        if node_ok and self.node is not None:
-            self.node.feed_batch(ns, node_ok, node_parts, dead)   # fences in offset order, applied in (ts, id)
         ticked = False
         for m, v in internal:
             v = v or b""
@@ -785,6 +761,10 @@ class CommitWatch:
             self._since.clear()
             return []
         now = time.monotonic() if now is None else now
+        try:
+            await compat.note_starts(self.app)        # if the read after the assignment failed
+        except Exception as e:  # noqa: BLE001 - the next round asks again
+            self.errors.error("commit-starts", "reading start offsets failed: %r", e)
         heads = compat.head_gaps(self.app)            # acked records above a hole
         tails = compat.tail_gaps(self.app)            # records after the commit, none acked
         held = {**{tp: (c, hw, "tail") for tp, (c, hw) in tails.items()},
@@ -1015,6 +995,17 @@ class Worker:
     def on_assigned(self) -> None:
         actives = compat.assigned_actives(self.app)
         self.job.on_assigned({tp for tp in actives if tp[0] in self.job.job_topics or tp[0] == self.jobs_in})
+        # where each partition with nothing committed yet starts: its first commit must begin
+        # there (faust_compat._new_offset); until read, such a partition commits nothing
+        compat.forget_starts(self.app)
+        asyncio.ensure_future(self.note_starts())
+
+    async def note_starts(self) -> None:
+        try:
+            await compat.note_starts(self.app)
+        except Exception as err:  # noqa: BLE001 - CommitWatch asks again
+            self.errors.error("commit-starts", "reading the start offsets of the partitions assigned failed "
+                              "(%s: %s); their first commit waits for the next try", type(err).__name__, err)
 
     async def _resolve(self) -> None:
         try:
@@ -1030,10 +1021,8 @@ class Worker:
             batch = await feed.take(NODE_BATCH, within)
             within = NODE_WITHIN_S if len(batch) >= NODE_BUSY else WITHIN_S
             t0 = time.perf_counter()
-            batch = self.current(batch)
             try:
-                if batch:
-                    await self.node.handle_batch(batch)
+                await self.node.handle_batch(batch)
             except Exception as err:  # noqa: BLE001 - log and go on; never kill the pump
                 self.errors.error("node-batch", "node batch of %d failed: %s: %s", len(batch),
                                   type(err).__name__, err, exc_info=True)
@@ -1045,25 +1034,8 @@ class Worker:
             self.stats.counts.node_batch.observe(dt)
             self.stats.batches += 1
 
-    def current(self, batch: list[Any], messages: Callable[[Any], Any] = lambda x: x) -> list[Any]:
-        """The items of ``batch`` whose record may be applied now; the others (an earlier
-        consumer-group generation, or handed over while the flow is suspended for a
-        rebalance: their partition may be another worker's already, and the state this
-        worker held for it was written on revoke) are dropped unapplied and ``disown``ed,
-        never acked, so the partition's next owner reads them (issue 14, rebalance seed 104:
-        a checkpoint record dropped here but acked was lost for good)."""
-        app = self.app
-        keep = [x for x in batch if compat.ackable(app, messages(x))]
-        if len(keep) != len(batch):
-            dropped = [messages(x) for x in batch if not compat.ackable(app, messages(x))]
-            self.stats.disowned += compat.disown(app.consumer, dropped)
-        return keep
-
     async def job_batch(self, batch: list[Any]) -> None:
         t0 = time.perf_counter()
-        batch = self.current(batch, lambda e: e.message)
-        if not batch:
-            return
         if self.job.gate.needs_targets() and self._resolving is None:
             # the gate's targets as soon as Faust's recovery is done, not at the next tick
             self._resolving = asyncio.ensure_future(self._resolve())

@@ -76,44 +76,6 @@ def check_versions(installed: Mapping[str, str] | None = None) -> dict[str, str]
 
 
 # ------------------------------------------------------------------ consumer fast path
-def ackable(app: Any, message: Any) -> bool:
-    """Whether ``message`` may be acked (its offset committed) now: it belongs to the
-    consumer group's current generation and the flow is not suspended (no rebalance under
-    way). Otherwise it may have been dropped unapplied, or applied to state given up on
-    revoke: see ``disown``."""
-    gen = getattr(message, "generation_id", None)
-    if gen is not None and gen != app.consumer_generation_id:
-        return False
-    try:
-        return bool(app.flow_control.is_active())
-    except AttributeError:   # no flow control (tests' stand-ins)
-        return True
-
-
-def disown(consumer: Any, messages: Iterable[Any]) -> int:
-    """Let go of records without acking them: each is marked acked (a later ``ack``, such
-    as the one Faust's ``take_events`` makes after the batch, is a no-op) and no longer
-    tracked as in flight (the revoke's ``wait_empty`` does not wait for it), but its offset
-    is never added to the consumer's acked offsets, so it is never committed. Its partition
-    then commits up to it at most and its next owner reads it again (a redelivery the
-    offset fences skip if it was applied). Returns how many were let go."""
-    n = 0
-    unacked = getattr(consumer, "_unacked_messages", None)
-    for m in messages:
-        if getattr(m, "acked", False):
-            continue
-        m.acked = True
-        if unacked is not None:
-            unacked.discard(m)
-        n += 1
-    waiting = getattr(consumer, "_waiting_for_ack", None)
-    if n and waiting is not None:
-        from mode.utils.futures import notify
-
-        notify(waiting)
-    return n
-
-
 def fast_drain(consumer_cls: type) -> type:
     """A subclass of Faust's consumer class whose message pump skips ``wait_first`` when the
     delivery cannot block.
@@ -235,21 +197,6 @@ def fast_drain(consumer_cls: type) -> type:
                 self._faultline_failed_commits += 1
         return did
 
-    def ack(self: Any, message: Any) -> bool:
-        """Faust's, except for a record that may not have been applied: one of an earlier
-        consumer-group generation, or one acked while the flow is suspended (a rebalance
-        under way). Faust's stream *skips* such a record and acks it anyway ("otherwise the
-        lag would increase"): its offset was committed on revoke, and the partition's next
-        owner started after a record nobody applied (issue 14, rebalance seed 104: a
-        checkpoint lost). Such a record is ``disown``ed instead: never committed here, so it
-        is delivered again to whoever owns the partition next (this worker: the seek to the
-        committed offset after the rebalance, or ``agents.CommitWatch``); the offset fences
-        skip it there if it had been applied after all."""
-        if not ackable(self.app, message):
-            disown(self, [message])
-            return False
-        return consumer_cls.ack(self, message)
-
     def _new_offset(self: Any, tp: Any) -> Any:
         """Faust's, on acked offsets without repeats: it commits the first run of consecutive
         acked offsets, and a repeated offset (a record acked again after a re-fetch, or a gap
@@ -258,7 +205,35 @@ def fast_drain(consumer_cls: type) -> type:
         acked = self._acked.get(tp)
         if acked and len(set(acked)) != len(acked):
             acked[:] = sorted(set(acked))
+        if acked and not self._committed_offset.get(tp):
+            # Faust skips its head-gap test when nothing was committed yet (None, or 0: its
+            # ``if committed_offset:``) and commits the first run of acked offsets wherever it
+            # starts: records at the partition's start fetched while it was not active yet
+            # (dropped, never delivered) were committed over for good. Seen in session 12: a
+            # fl.runtime partition whose first records were all produced after its owner was
+            # SIGKILLed; the new owner committed 17..137 and never read 0..16 (a job's
+            # cuda_error lost). Measured from the partition's start offset instead.
+            start = starts(self).get(tp)
+            if start is None or min(acked) > start:
+                return None   # not yet known, or a head gap: CommitWatch fetches it again
         return consumer_cls._new_offset(self, tp)
+
+    async def faultline_note_starts(self: Any) -> int:
+        """The start offset (aiokafka's public ``beginning_offsets``, on the consumer's own
+        thread) of each assigned partition with nothing committed yet: where its first commit
+        must begin (``_new_offset``). Called after each assignment; returns how many."""
+        from faust.transport.consumer import ensure_TP
+
+        known = starts(self)
+        want = [tp for tp in self.assignment() if not self._committed_offset.get(tp) and tp not in known]
+        if not want:
+            return 0
+        thread = self._thread
+        consumer = thread._ensure_consumer()
+        got = await thread.call_thread(consumer.beginning_offsets, want)
+        for tp, off in got.items():
+            known[ensure_TP(tp)] = int(off)
+        return len(got)
 
     async def faultline_resync_committed(self: Any, offsets: Any) -> None:
         """A rebalance ran while a commit was in flight (``producer.flush()`` and the commit
@@ -312,8 +287,9 @@ def fast_drain(consumer_cls: type) -> type:
         return bool(await thread.call_thread(seek_if_assigned))
 
     return type(consumer_cls.__name__, (consumer_cls,),
-                {"_drain_messages": _drain_messages, "_faultline_fast_drain": True, "ack": ack,
+                {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
                  "faultline_refetch": faultline_refetch, "_commit_offsets": _commit_offsets,
+                 "faultline_note_starts": faultline_note_starts,
                  "faultline_resync_committed": faultline_resync_committed, "_new_offset": _new_offset,
                  "_faultline_failed_commits": 0, "_faultline_resynced_commits": 0,
                  "__module__": consumer_cls.__module__})
@@ -712,14 +688,36 @@ def consumer_counts(app: Any) -> dict[str, int]:
             "flush_waits": int(getattr(app.producer, "_faultline_flush_waits", 0))}
 
 
+def starts(consumer: Any) -> dict[Any, int]:
+    """tp -> start offset of the partitions with nothing committed yet (``faultline_note_starts``);
+    emptied on every assignment (``forget_starts``): retention moves a start."""
+    return consumer.__dict__.setdefault("_faultline_starts", {})
+
+
+def forget_starts(app: Any) -> None:
+    starts(app.consumer).clear()
+
+
+async def note_starts(app: Any) -> int:
+    """``faultline_note_starts`` of the app's consumer (0 for a consumer without it)."""
+    fn = getattr(app.consumer, "faultline_note_starts", None)
+    return int(await fn()) if fn is not None else 0
+
+
 def head_gaps(app: Any) -> dict[Any, tuple[int, int]]:
-    """tp -> (committed, lowest acked) of each partition whose commit a head gap holds back."""
+    """tp -> (committed, lowest acked) of each partition whose commit a head gap holds back;
+    with nothing committed yet, measured from the partition's start offset (``starts``)."""
     c = app.consumer
+    first = starts(c)
     out: dict[Any, tuple[int, int]] = {}
     for tp, acked in list(c._acked.items()):
+        if not acked:
+            continue
         committed = c._committed_offset.get(tp)
-        if acked and committed is not None and min(acked) - committed > 1:
+        if committed and min(acked) - committed > 1:
             out[tp] = (committed, min(acked))
+        elif not committed and first.get(tp) is not None and min(acked) > first[tp]:
+            out[tp] = (first[tp], min(acked))
     return out
 
 

@@ -57,8 +57,20 @@ REVOKE_WAIT_S = 10.0
 SKIP_LOG_EVERY_S = 10.0
 #: how long a shutdown waits for the batch in flight
 STOP_WAIT_S = 15.0
+#: a commit that has not answered in this long is given up (the rows are stored: the batch
+#: is re-read after the next commit and collapses under FINAL); aiokafka's own commit retries
+#: for as long as the group coordinator is unknown
+COMMIT_TIMEOUT_S = 30.0
+#: no record received for this long while the sink's partitions hold records it has not
+#: committed: its Kafka consumer is wedged (aio-libs/aiokafka#703: a consumer can stay silent
+#: for good after the whole cluster was away) and is replaced by a new one
+STALL_S = 30.0
+#: how often a silent sink asks the broker for its lag (a group-less client of its own)
+STALL_CHECK_EVERY_S = 10.0
+#: how long that question, and the wedged consumer's stop, may take
+STALL_CHECK_TIMEOUT_S = 15.0
 
-__all__ = ["SINK_TOPICS", "SinkConsumer", "SinkStoreBusy", "sink_group_id", "open_sink", "install"]
+__all__ = ["SINK_TOPICS", "SinkConsumer", "SinkStoreBusy", "StallGuard", "sink_group_id", "open_sink", "install"]
 
 
 class SinkStoreBusy(RuntimeError):
@@ -166,6 +178,52 @@ class _RateLimited:
         return n
 
 
+async def _quietly(aw: Any, timeout_s: float) -> bool:
+    """Await a clean-up (a client's stop or close) for at most ``timeout_s``; False when it
+    failed or did not finish (the client is abandoned)."""
+    try:
+        await asyncio.wait_for(aw, timeout_s)
+        return True
+    except Exception:  # noqa: BLE001 - best effort: the caller logs what it abandons
+        return False
+
+
+class StallGuard:
+    """When a silent sink's consumer counts as wedged: no record received for ``stall_s``
+    while its partitions hold records the group has not committed (asked at most every
+    ``every_s``). Silence while caught up, or while the store refuses a batch (the loop
+    then waits in the store's own backoff, not here), is not a stall. Pure: the sink gives
+    it the clock readings and the offsets."""
+
+    def __init__(self, stall_s: float = STALL_S, every_s: float = STALL_CHECK_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stall_s = stall_s
+        self.every_s = every_s
+        self.clock = clock
+        self.last_progress = clock()
+        self._last_check = -1e18
+
+    def progressed(self) -> None:
+        """Records arrived, or a new consumer started: the silence starts again."""
+        self.last_progress = self.clock()
+
+    def silent_s(self) -> float:
+        return self.clock() - self.last_progress
+
+    def due(self) -> bool:
+        """Silent long enough to ask the broker (and not asked within ``every_s``)."""
+        now = self.clock()
+        if now - self.last_progress < self.stall_s or now - self._last_check < self.every_s:
+            return False
+        self._last_check = now
+        return True
+
+    @staticmethod
+    def behind(ends: dict[Any, int], committed: dict[Any, int]) -> int:
+        """Records of these partitions the group has not committed (end - committed)."""
+        return sum(max(0, end - committed.get(tp, 0)) for tp, end in ends.items())
+
+
 class _Listener(ConsumerRebalanceListener):
     """On revocation, let the batch in flight finish storing and committing (bounded), so
     the partitions' next owner does not re-store it; on assignment, log it."""
@@ -213,6 +271,14 @@ class SinkConsumer:
         self.dead_lettered = 0    # invalid output / dead-letter records, stored as dead letters
         self._batch_n = 0
         self.failed_attempts = 0   # store flushes that failed (and were retried), in total
+        self.commit_timeouts = 0   # commits given up after COMMIT_TIMEOUT_S (batch re-read)
+        self.consumer_restarts = 0   # wedged Kafka consumers replaced (StallGuard)
+        self.last_behind = 0
+        self.guard = StallGuard()
+        self._stall_said = _RateLimited(60.0)
+        from ..metrics.sources import GroupOffsets
+
+        self._offsets = GroupOffsets(settings, group_id)
 
     # ------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -238,13 +304,38 @@ class SinkConsumer:
                         "re-reads it (rows are idempotent)", extra={"group": self.group_id})
             return False
 
-    async def run(self) -> None:
-        c = self.consumer = AIOKafkaConsumer(
+    def _new_consumer(self) -> AIOKafkaConsumer:
+        c = AIOKafkaConsumer(
             **self.settings.kafka_kwargs(), group_id=self.group_id, enable_auto_commit=False,
             auto_offset_reset="earliest", max_poll_records=self.max_rows,
             session_timeout_ms=15_000, heartbeat_interval_ms=3_000)
         c.subscribe(topics=sorted(self._kind), listener=_Listener(self))
+        return c
+
+    async def _start_consumer(self) -> None:
+        """A new consumer, started; the broker away: retried with backoff until it answers
+        (or the sink stops)."""
+        delay = RETRY_FIRST_S
+        while True:
+            c = self.consumer = self._new_consumer()
+            try:
+                await c.start()
+                self.guard.progressed()
+                return
+            except KafkaError as err:
+                log.warning("sink: starting a new Kafka consumer failed (%s: %s); retrying in %.1f s",
+                            type(err).__name__, str(err)[:200], delay, extra={"group": self.group_id})
+                await _quietly(c.stop(), STALL_CHECK_TIMEOUT_S)
+            try:
+                await asyncio.wait_for(self._stop_ev.wait(), delay)
+                return
+            except asyncio.TimeoutError:
+                delay = min(delay * 2, self.retry_cap_s)
+
+    async def run(self) -> None:
+        c = self.consumer = self._new_consumer()
         await c.start()
+        self.guard.progressed()
         log.info("sink consuming", extra={"group": self.group_id, "topics": len(self._kind)})
         # two writers: the next batch is read and decoded into one while the other is stored;
         # batches are stored and committed strictly in order (at most one in flight)
@@ -255,6 +346,8 @@ class SinkConsumer:
             while not self._stopping:
                 offsets = await self._take()
                 if not offsets:
+                    if (pending is None or pending.done()) and self.guard.due() and await self._stalled():
+                        await self._replace_consumer()
                     continue
                 if pending is not None:
                     await pending
@@ -266,9 +359,56 @@ class SinkConsumer:
                 if pending is not None and not pending.done():
                     self.stop()   # a retrying store gives up at once; the batch is re-read on restart
                     await asyncio.wait([pending], timeout=STOP_WAIT_S)
-                await c.stop()
+                await self.consumer.stop()
             finally:
+                await _quietly(self._offsets.close(), STALL_CHECK_TIMEOUT_S)
                 self._done.set()
+
+    # ------------------------------------------------------------ a wedged consumer
+    def _partitions(self) -> list[tuple[str, int]]:
+        """The partitions whose lag says whether this sink is wedged: its assignment, or,
+        holding none (it may never have re-joined its group), every partition it reads."""
+        c = self.consumer
+        assert c is not None
+        mine = c.assignment()
+        if mine:
+            return sorted((tp.topic, tp.partition) for tp in mine)
+        return sorted((t, p) for t in self._kind for p in (c.partitions_for_topic(t) or ()))
+
+    async def _stalled(self) -> bool:
+        """Silent for ``STALL_S`` (``guard.due``): are records waiting on its partitions? Asked
+        with clients of its own (``GroupOffsets``); no answer (the broker still away) is no."""
+        tps = self._partitions()
+        if not tps:
+            return False
+        try:
+            ends, done = await asyncio.wait_for(self._offsets.fetch(tps), STALL_CHECK_TIMEOUT_S)
+        except Exception as err:  # noqa: BLE001 - unreachable, timed out: ask again later
+            if self._stall_said.ready():
+                log.warning("sink: silent for %.0f s and its lag cannot be read (%s: %s); asking again "
+                            "in %.0f s", self.guard.silent_s(), type(err).__name__, str(err)[:200],
+                            self.guard.every_s, extra={"group": self.group_id})
+            await _quietly(self._offsets.close(), STALL_CHECK_TIMEOUT_S)   # fresh clients next time
+            return False
+        behind = self.guard.behind(ends, done)
+        self.last_behind = behind
+        return behind > 0
+
+    async def _replace_consumer(self) -> None:
+        """Stop the wedged consumer (bounded: a wedged one may not stop) and start a new one
+        under the same group; it resumes from the group's committed offsets (every batch
+        stored before its commit, so nothing is lost; a re-read batch collapses under FINAL)."""
+        old = self.consumer
+        assert old is not None
+        self.consumer_restarts += 1
+        log.warning("sink: no record received for %.0f s while %d records wait on its partitions; "
+                    "replacing its Kafka consumer (restart %d): it resumes from the group's committed "
+                    "offsets", self.guard.silent_s(), self.last_behind, self.consumer_restarts,
+                    extra={"group": self.group_id, "behind": self.last_behind})
+        if not await _quietly(old.stop(), STALL_CHECK_TIMEOUT_S):
+            log.warning("sink: the wedged consumer did not stop cleanly; abandoned (its group "
+                        "membership times out)", extra={"group": self.group_id})
+        await self._start_consumer()
 
     async def _store_and_commit(self, writer: Any, offsets: dict[TopicPartition, int], n: int) -> None:
         try:
@@ -299,6 +439,7 @@ class SinkConsumer:
             now = now_ms()
             for tp, recs in got.items():
                 if recs:
+                    self.guard.progressed()
                     self.add_records(self._kind.get(tp.topic, "input"), recs, now)
                     offsets[tp] = recs[-1].offset + 1
                     n += len(recs)
@@ -375,7 +516,12 @@ class SinkConsumer:
         self.stored += n
         if keep:
             try:
-                await self.consumer.commit(keep)
+                await asyncio.wait_for(self.consumer.commit(keep), COMMIT_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                self.commit_timeouts += 1
+                log.warning("sink commit not answered within %.0f s after storing; given up, the batch "
+                            "will be re-read (its rows collapse under FINAL)", COMMIT_TIMEOUT_S,
+                            extra={"group": self.group_id})
             except (CommitFailedError, KafkaError) as err:
                 # the group moved on (rebalance): the partitions' owner re-reads from the last
                 # commit; the rows are stored already and collapse under FINAL

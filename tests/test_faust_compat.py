@@ -682,6 +682,36 @@ def test_repeated_acked_offsets_do_not_stall_the_commit(app):
     assert consumer._new_offset(tp) == 104 and consumer._acked[tp] == []
 
 
+def test_the_first_commit_of_a_partition_starts_at_its_start_offset(app):
+    """Faust skips its head-gap test while nothing is committed (None, or 0) and commits the
+    first run of acked offsets wherever it starts (session 12: a partition whose records
+    0..16 were fetched before it was active, never delivered: 17..137 committed, 0..16 never
+    read, a job's cuda_error lost). The first commit now waits for the partition's start
+    offset and begins there; a head gap from the start holds it, for CommitWatch to heal."""
+    from faultline.streams import faust_compat as compat
+
+    consumer = app.consumer
+    tp = TP("t.runtime", 2)
+    for committed in (None, 0):
+        compat.forget_starts(app)
+        consumer._committed_offset[tp] = committed
+        consumer._acked[tp] = [17, 18, 19]
+        consumer._acked_index[tp] = {17, 18, 19}
+        assert consumer._new_offset(tp) is None, "start unknown: nothing committed yet"
+        compat.starts(consumer)[tp] = 0
+        assert consumer._new_offset(tp) is None, "0..16 never acked: a head gap"
+        assert compat.head_gaps(app)[tp] == (0, 17)
+        consumer._acked[tp] = list(range(0, 20))
+        consumer._acked_index[tp] = set(range(0, 20))
+        assert consumer._new_offset(tp) == 20
+    compat.forget_starts(app)
+    consumer._committed_offset[tp] = None
+    compat.starts(consumer)[tp] = 17   # retention moved the start: 17 is where it begins
+    consumer._acked[tp] = [17, 18]
+    consumer._acked_index[tp] = {17, 18}
+    assert consumer._new_offset(tp) == 19 and not compat.head_gaps(app)
+
+
 async def test_a_rebalance_forgets_the_event_ids_seen(tmp_path):
     """On revoke the node state is dropped and comes back from the changelog as its last
     owner left it, which may be before records this worker saw in an earlier generation (a
@@ -783,126 +813,3 @@ async def test_complete_flush_gives_up_loudly_on_a_write_never_answered(app, mon
     with pytest.raises(compat.ProducerFlushTimeout):
         await producer.flush()
     lost.cancel()
-
-
-# ------------------------------------------------------------------ rebalance: order and acks
-class _Rec:
-    """A fetched record as the node loop / job stream hand it on: key, value and offsets."""
-
-    def __init__(self, topic: str, partition: int, offset: int, key: bytes, value: bytes, generation_id: int = 0):
-        self.topic, self.partition, self.offset = topic, partition, offset
-        self.tp = TP(topic, partition)
-        self.key, self.value, self.generation_id = key, value, generation_id
-        self.acked, self.refcount, self.tracked = False, 0, False
-
-    def ack(self, consumer, n: int = 1) -> bool:
-        from faust.types.tuples import Message
-        return Message.ack(self, consumer, n)
-
-    def decref(self, n: int = 1) -> int:
-        return 0
-
-    def on_final_ack(self, consumer) -> bool:
-        return consumer.ack(self)
-
-
-def _storage(i: int, ts: int, used: float) -> bytes:
-    import orjson
-    return orjson.dumps({"v": 1, "id": f"st-{i}", "ts": ts, "kind": "storage.sample", "source": "test",
-                         "node": "n1", "job": None, "tenant": None,
-                         "data": {"path": "/ckpt", "fs_type": "nfs", "read_mbps": 500.0, "write_mbps": 200.0,
-                                  "read_lat_ms": 2.0, "write_lat_ms": 2.0, "used_pct": used}})
-
-
-def _worker(tmp_path):
-    from faultline.streams.agents import install
-    from faultline.streams.services import Services
-
-    app = create_app(load(), install=False, datadir=tmp_path / "faust")
-    w = install(app, Services(load()))
-
-    async def nothing(*a, **k):
-        return None
-    for name in ("dead", "outputs", "signals", "settle", "failures"):
-        setattr(w.outbox, name, nothing)
-    w.tables.put_node = lambda *a, **k: None
-    return app, w
-
-
-async def test_node_batch_passes_fences_in_offset_order_and_applies_in_event_time_order(tmp_path, monkeypatch):
-    """After a partition move a node batch mixes a moved partition's backlog with live
-    records: applied as read, two storage reports of /ckpt went in reverse event time and the
-    node state (and the evidence from it) differed from diagnose's, which applies in (ts, id)
-    order (issue 14, rebalance seed 105). The fences still see offsets in read order, so a
-    record later in the partition but earlier in event time is not taken for a replay."""
-    from faultline.streams.faust_engine import NodeSide
-
-    app, w = _worker(tmp_path)
-    applied = []
-    real = NodeSide.feed
-    monkeypatch.setattr(NodeSide, "feed", lambda self, key, ev: (applied.append(ev.id), real(self, key, ev))[1])
-    t0 = 1_767_000_000_000
-    topic = w.node.topic_layer and next(t for t, l in w.node.topic_layer.items() if l == "storage")
-    batch = [_Rec(topic, 0, off, b"n1", _storage(i, t0 + ts, 40.0 + i))
-             for off, (i, ts) in enumerate([(3, 30_000), (1, 10_000), (2, 20_000), (0, 0)])]
-    await w.node.handle_batch(batch)
-    assert applied == ["st-0", "st-1", "st-2", "st-3"]          # (ts, id), not offsets 0..3
-    ns, _, _ = w.sides.get()
-    assert ns.fences["n1"].offsets == {f"{topic}/0": 3}
-    applied.clear()
-    w.node.dedup.clear()
-    await w.node.handle_batch(batch)                             # a replay: the fence skips all
-    assert applied == []
-
-
-def test_records_of_an_earlier_generation_or_a_suspended_flow_are_never_acked(app):
-    """Faust's stream skips a record of an earlier generation, or one delivered while the
-    flow is suspended for a rebalance, and acks it anyway: its offset was committed on revoke
-    and the partition's next owner never read it (issue 14, rebalance seed 104: a checkpoint
-    lost). The consumer disowns it instead: marked done, never in the acked offsets."""
-    consumer = app.consumer
-    tp = TP("t.sched", 0)
-    app.topics.acks_enabled_for = lambda topic: True
-    app.consumer_generation_id = 5
-    app.flow_control.resume()
-    old = _Rec("t.sched", 0, 10, b"j", b"{}", generation_id=4)
-    consumer._unacked_messages.add(old)
-    assert old.ack(consumer) is False
-    assert old.acked and 10 not in consumer._acked_index[tp] and old not in consumer._unacked_messages
-    assert old.ack(consumer) is False and consumer._acked[tp] == []      # a second ack: still nothing
-    app.flow_control.suspend()                                           # a rebalance under way
-    during = _Rec("t.sched", 0, 11, b"j", b"{}", generation_id=5)
-    assert during.ack(consumer) is False and 11 not in consumer._acked_index[tp]
-    app.flow_control.resume()
-    now = _Rec("t.sched", 0, 12, b"j", b"{}", generation_id=5)
-    assert now.ack(consumer) is True and consumer._acked[tp] == [12]
-
-
-async def test_a_job_batch_of_an_earlier_generation_is_dropped_unapplied_and_not_acked(tmp_path):
-    """A take_events batch buffered before a rebalance and handed over after it: its
-    partition may be another worker's now. Applying it wrote a second writer's rows; acking
-    it (take_events acks after the batch) committed records this worker then dropped."""
-    app, w = _worker(tmp_path)
-    seen = []
-
-    async def handle(batch):
-        seen.extend(e.message.offset for e in batch)
-    w.job.handle_batch = handle
-    app.topics.acks_enabled_for = lambda topic: True
-    app.consumer_generation_id = 7
-    app.flow_control.resume()
-
-    class Ev:
-        def __init__(self, m):
-            self.message, self.value = m, m.value
-    old = [Ev(_Rec("t.sched", 0, off, b"j", b"{}", generation_id=6)) for off in (1, 2)]
-    new = [Ev(_Rec("t.sched", 0, off, b"j", b"{}", generation_id=7)) for off in (3,)]
-    await w.job_batch(old + new)
-    assert seen == [3] and w.stats.disowned == 2
-    for e in old + new:                       # what take_events does after the batch
-        e.message.ack(app.consumer)
-    assert app.consumer._acked[TP("t.sched", 0)] == [3]
-    app.flow_control.suspend()
-    later = [Ev(_Rec("t.sched", 0, 4, b"j", b"{}", generation_id=7))]
-    await w.job_batch(later)
-    assert seen == [3] and w.stats.disowned == 3

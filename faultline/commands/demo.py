@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import dataclasses
 import signal
+from typing import Any, Callable
 
 from .. import config
 from ..cli import CliError
@@ -37,8 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _as_ctrl_c(signum: int, frame: object) -> None:
-    signal.raise_signal(signal.SIGINT)
+def _as_ctrl_c(demo: Any) -> Callable[[int, object], None]:
+    """SIGTERM/SIGHUP as Ctrl-C: asyncio cancels the run (SIGINT), and the demo's run loop
+    also ends at its next turn (``interrupt``), should that cancellation be lost."""
+    def handler(signum: int, frame: object) -> None:
+        demo.interrupt()
+        signal.raise_signal(signal.SIGINT)
+    return handler
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,9 +65,11 @@ def run(args: argparse.Namespace) -> int:
     # a closed terminal (SIGHUP) or `kill`/`timeout` (SIGTERM) stops it as Ctrl-C does: the worker,
     # sink and simulator run in their own sessions and would be left running
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _as_ctrl_c)
+        signal.signal(sig, _as_ctrl_c(demo))
     try:
         incidents = asyncio.run(demo.run())
+        if demo.interrupted:
+            raise KeyboardInterrupt
     except BrokerUnreachable as e:
         raise CliError(str(e)) from None
     except RuntimeError as e:

@@ -61,6 +61,10 @@ SINK_COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("faultline_sink_refused_outputs_total", "output records the store could not hold, stored as "
      "dead letters instead", "dead_lettered"),
     ("faultline_sink_store_failures_total", "store flushes that failed and were retried", "failed_attempts"),
+    ("faultline_sink_commit_timeouts_total", "commits not answered within the sink's commit timeout "
+     "(the batch is re-read)", "commit_timeouts"),
+    ("faultline_sink_consumer_restarts_total", "Kafka consumers replaced because they stayed silent "
+     "while records waited on their partitions", "consumer_restarts"),
 )
 
 
