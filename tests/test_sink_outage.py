@@ -5,8 +5,12 @@ stored another record once the cluster was back (14,374 records behind after 60 
 its store after its restart) while the analysis workers caught up. An aiokafka consumer can
 stay wedged after a whole-cluster outage (aio-libs/aiokafka#703). Here, on a private broker
 (one broker: stopping it is a whole-cluster outage), an in-process ``SinkConsumer`` on a real
-chDB store, with the broker stopped at several moments around the sink's start: every record
-produced before and after the outage must be stored once the broker is back.
+chDB store, with the broker stopped 3 s after the sink's start: every record produced before
+and after the outage must be stored once the broker is back. This scenario did not wedge the
+consumer here (session 12: it passed 3 of 3, broker stopped 0, 3 and 12 s after the start, with
+the guard disabled), so it guards the resume path only; what proves the guard is
+``test_a_wedged_consumer_is_replaced_and_nothing_is_lost`` (a consumer that stops fetching),
+which fails without it.
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ def _lines(seed: int, n: int) -> list[bytes]:
     return simulate("gpu-xid79", seed=seed, nodes=2, hours=1.0, start_ms=start)[0][:n]
 
 
-@pytest.mark.parametrize("down_after_s", [0.0, 3.0, 12.0])
-def test_sink_resumes_after_the_whole_cluster_was_away(private_broker, tmp_path, settings, caplog, down_after_s):
+def test_sink_resumes_after_the_whole_cluster_was_away(private_broker, tmp_path, settings, caplog):
+    down_after_s = 3.0
     broker = private_broker()
     s = replace(settings, kafka_bootstrap=broker.bootstrap, topic_partitions=3,
                 store_path=str(tmp_path / "store"))
