@@ -143,6 +143,7 @@ class Stats:
         self.reseeks = 0         # partitions fetched again because their commit was stuck
         self.drifted = 0         # ... because the group's commit was behind the consumer's
         self.old_ticks = 0       # ticks re-read below a gated partition's target: not heard
+        self.hole_holds = 0      # job batches held at the last watermark: a job partition's hole
         #: /metrics: events by topic/kind, dead letters by reason, outputs by detector and
         #: category, batch latency (faultline.metrics reads it at scrape time)
         self.counts = WorkerCounts()
@@ -505,6 +506,11 @@ class JobAgent:
         self._assigned: set[tuple[str, int]] = set()
         self.universe: list[tuple[str, int]] = sorted(wms.universe or ())
         self._idle_since: float | None = None     # every worker idle since (monotonic)
+        #: whether a job partition holds a hole (records never delivered below acked ones:
+        #: ``compat.head_gaps``); set by the Worker. While one does, evaluation holds at the
+        #: last watermark it ran at, until CommitWatch has fetched the hole again
+        self.holes: Callable[[], bool] = lambda: False
+        self._last_wm: int | None = None
 
     def covers_of(self, idx: Any) -> list[tuple[str, int]] | None:
         """The partitions a tick says its worker covers (indices into ``universe``)."""
@@ -665,12 +671,19 @@ class JobAgent:
         wm, idle = self.wms.value(self.worker_id)
         self.stats.watermark = wm
         cap = self.gate.cap()
+        if cap >= ALWAYS and self._last_wm is not None and self.holes():
+            # a job partition has records never delivered below applied ones (fetched again
+            # by CommitWatch shortly): evaluating now would use partial history (session 12:
+            # a moved job's transient host_oom revisions on the wrong node)
+            cap = self._last_wm
+            self.stats.hole_holds += 1
         if cap < ALWAYS:
             # the recovery gate is closed: event time stops where the partitions being
             # re-read are; no window closes, nothing already evaluated is re-run
             self.stats.held_batches += 1
             self._ingest(js, fresh, min(wm, cap))
         else:
+            self._last_wm = wm
             self._ingest(js, fresh, wm)
             if self.deferred:
                 self._run_deferred(js)
@@ -942,6 +955,8 @@ class Worker:
                             job_topics=self.job_topics, worker_id=self.worker_id)
         self.node = NodeAgent(sides, tables, outbox, wms, stats, topic_layer, deliver=self.job.local_signals)
         self.job.node = self.node
+        job_topics = self.job.job_topics
+        self.job.holes = lambda: any(tp[0] in job_topics for tp in compat.head_gaps(app))
         self.signals = SignalsAgent(shared, self.jobs_out, cfg, stats)
         self.ticker = Ticker(app, self.job, wms, stats, self.jobs_out, partitions=P,
                              input_topics=self.input_topics, sched_topic=T("fl.sched"),

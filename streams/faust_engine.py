@@ -345,26 +345,41 @@ class Fence(Struct):
 
     offsets: dict[str, int] = {}
     recent: dict[str, list[int]] = {}
+    #: (window > 0) the offset at or below which every record of the key there counts as
+    #: applied: -1 from the key's first record here (nothing before it was applied by anyone:
+    #: its state would exist), then the highest offset dropped from ``recent``. A fence
+    #: stored before this field: the oldest remembered offset (``recent[0] - 1``)
+    floor: dict[str, int] = {}
 
     def accept(self, topic: str, partition: int, offset: int, window: int = 0) -> bool:
         k = f"{topic}/{partition}"
         if offset > self.offsets.get(k, -1):
+            first = k not in self.offsets
             self.offsets[k] = offset
             if window:
                 rec = self.recent.get(k)
                 if rec is None:
                     rec = self.recent[k] = []
+                if first:
+                    self.floor[k] = -1
                 rec.append(offset)
-                if len(rec) > window:
-                    del rec[: len(rec) - window]
+                self._trim(k, rec, window)
             return True
         rec = self.recent.get(k) if window else None
-        if not rec or offset < rec[0] or offset in rec:
+        if not rec or offset in rec or offset <= self.floor.get(k, rec[0] - 1):
             return False
-        bisect.insort(rec, offset)       # a hole filled: the record was never applied
-        if len(rec) > window:
-            del rec[: len(rec) - window]
+        # a hole filled: the record was never applied. Also below the key's first record
+        # here: a partition's first records can reach a new owner only after later ones
+        # (never delivered at first, fetched again by CommitWatch; session 12: a job's
+        # cuda_error, offset 14, after offsets 35.. of the same job had been applied)
+        bisect.insort(rec, offset)
+        self._trim(k, rec, window)
         return True
+
+    def _trim(self, k: str, rec: list[int], window: int) -> None:
+        if len(rec) > window:
+            self.floor[k] = rec[len(rec) - window - 1]
+            del rec[: len(rec) - window]
 
 
 #: event ids a worker side remembers (diagnose keeps 2,000,000): ~105 B an id, ~50 MB a side

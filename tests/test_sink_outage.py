@@ -39,6 +39,26 @@ OUTAGE_S = 20.0
 RESUME_S = 90.0
 
 
+def prepare(s, app: str, n: int, caplog):
+    """Topics, ``n`` events produced before the sink starts and ``n`` others for later, the
+    sink's group, its store, and the sink's log captured."""
+    asyncio.run(ensure_topics(s))
+    before, after = _lines(1, n), _lines(2, n)
+    asyncio.run(produce(s, before))
+    caplog.set_level(logging.INFO, logger="faultline.streams.sink")
+    return before, after, sink_group_id(s, app), open_store(s)
+
+
+def run_and_count(store, scenario, n: int, why=lambda: "") -> None:
+    """Run the sink ``scenario``, then every one of the ``n`` events is in the store once
+    under FINAL; the store is closed either way."""
+    try:
+        asyncio.run(scenario())
+        assert layer_counts(store) == (n, n), why()
+    finally:
+        store.close()
+
+
 def _lines(seed: int, n: int) -> list[bytes]:
     start = (now_ms() - 90 * 60_000) // 60_000 * 60_000
     return simulate("gpu-xid79", seed=seed, nodes=2, hours=1.0, start_ms=start)[0][:n]
@@ -49,12 +69,7 @@ def test_sink_resumes_after_the_whole_cluster_was_away(private_broker, tmp_path,
     broker = private_broker()
     s = replace(settings, kafka_bootstrap=broker.bootstrap, topic_partitions=3,
                 store_path=str(tmp_path / "store"))
-    asyncio.run(ensure_topics(s))
-    before, after = _lines(1, 3_000), _lines(2, 3_000)
-    asyncio.run(produce(s, before))
-    group = sink_group_id(s, "outage")
-    store = open_store(s)
-    caplog.set_level(logging.INFO, logger="faultline.streams.sink")
+    before, after, group, store = prepare(s, "outage", 3_000, caplog)
     timeline: list[str] = []
     t0 = time.monotonic()
 
@@ -91,12 +106,7 @@ def test_sink_resumes_after_the_whole_cluster_was_away(private_broker, tmp_path,
             await sink.close(15)
             await asyncio.wait_for(task, 30)
 
-    try:
-        asyncio.run(scenario())
-        n = len(before) + len(after)
-        assert layer_counts(store) == (n, n), "\n".join(timeline)
-    finally:
-        store.close()
+    run_and_count(store, scenario, len(before) + len(after), lambda: "\n".join(timeline))
 
 
 def test_stall_guard_fires_only_after_silence_with_records_waiting():
@@ -128,12 +138,7 @@ def test_a_wedged_consumer_is_replaced_and_nothing_is_lost(settings, tmp_path, c
     from faultline.streams.faust_sink import StallGuard
 
     s = replace(settings, topic_partitions=3, store_path=str(tmp_path / "store"))
-    asyncio.run(ensure_topics(s))
-    before, after = _lines(1, 2_000), _lines(2, 2_000)
-    asyncio.run(produce(s, before))
-    group = sink_group_id(s, "wedge")
-    store = open_store(s)
-    caplog.set_level(logging.INFO, logger="faultline.streams.sink")
+    before, after, group, store = prepare(s, "wedge", 2_000, caplog)
 
     async def scenario() -> None:
         sink = SinkConsumer(s, SinkWriter(store), group_id=group, max_rows=1_000, within_s=0.3)
@@ -158,11 +163,6 @@ def test_a_wedged_consumer_is_replaced_and_nothing_is_lost(settings, tmp_path, c
             await sink.close(15)
             await asyncio.wait_for(task, 30)
 
-    try:
-        asyncio.run(scenario())
-        n = len(before) + len(after)
-        assert layer_counts(store) == (n, n)
-    finally:
-        store.close()
+    run_and_count(store, scenario, len(before) + len(after))
     said = [r.getMessage() for r in caplog.records if "replacing its Kafka consumer" in r.getMessage()]
     assert len(said) == 1 and "records wait on its partitions" in said[0], caplog.text[-4000:]

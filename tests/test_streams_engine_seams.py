@@ -136,6 +136,31 @@ def test_job_fence_window_takes_a_skipped_record_back_and_rejects_replays():
     assert g.accept("t.gpu", 0, 10) and g.accept("t.gpu", 0, 12) and not g.accept("t.gpu", 0, 11)
 
 
+def test_job_fence_takes_records_before_the_key_s_first_one_here():
+    """A partition's first records can reach a new owner only after later ones of the same
+    job (never delivered at first, fetched again by CommitWatch; session 12: a job's
+    cuda_error at offset 14 arrived after its offsets 35.. were applied and was rejected as a
+    replay, so the incident's symptom and root cause differed from diagnose's). Nothing below a
+    key's first record here was applied (its state would exist): such an offset is a hole,
+    accepted once. A fence restored from before the floor existed keeps the old rule."""
+    import msgspec
+
+    from faultline.streams.faust_engine import Fence
+
+    f = Fence()
+    for off in (35, 36, 40):
+        assert f.accept("t.runtime", 2, off, window=8)
+    assert f.accept("t.runtime", 2, 14, window=8)         # before the first one: a hole
+    assert not f.accept("t.runtime", 2, 14, window=8)     # once
+    assert not f.accept("t.runtime", 2, 36, window=8)     # applied: a replay
+    for off in range(41, 60):                             # the window moves on: 14 is old now
+        f.accept("t.runtime", 2, off, window=8)
+    assert not f.accept("t.runtime", 2, 13, window=8) and not f.accept("t.runtime", 2, 37, window=8)
+    old = msgspec.msgpack.decode(msgspec.msgpack.encode({"offsets": {"t.runtime/2": 40},
+                                                         "recent": {"t.runtime/2": [35, 36, 40]}}), type=Fence)
+    assert not old.accept("t.runtime", 2, 14, window=8) and old.accept("t.runtime", 2, 38, window=8)
+
+
 def test_job_dumps_carry_the_fence_window():
     from faultline.streams.faust_engine import JOB_FENCE_WINDOW, JobSide, NodeSide, Shared
 
