@@ -59,6 +59,10 @@ STALL_SLOW_AFTER_MS = 3 * 60_000
 #: ... and on at least this share of the job's nodes (a shared file system slows for everyone;
 #: one node's local disk slowing while the job stalls is not enough)
 STALL_SLOW_NODE_SHARE = 0.5
+#: ... and on two nodes at least: a mount slow on a single-node job's only node is as likely that
+#: node's own load (session 12: the real-jobs hang case on a loaded 2-core machine, /tmp "slow"
+#: from its probe, blamed as storage_slow instead of unknown)
+STALL_SLOW_MIN_NODES = 2
 
 
 def slow_at_stall(rec: AttemptRecord, sigs: Iterable[Signal], last_progress: int, post_grace: int) -> set[str]:
@@ -74,7 +78,7 @@ def slow_at_stall(rec: AttemptRecord, sigs: Iterable[Signal], last_progress: int
         if s.kind == "storage_slow" and s.node in nodes and lo <= s.ts <= hi \
                 and isinstance(s.data.get("path"), str) and not s.subject.startswith("job:"):
             seen.setdefault(s.data["path"].rstrip("/") or "/", set()).add(s.node)
-    need = max(1, math.ceil(len(nodes) * STALL_SLOW_NODE_SHARE))
+    need = max(STALL_SLOW_MIN_NODES, math.ceil(len(nodes) * STALL_SLOW_NODE_SHARE))
     return {m for m, ns in seen.items() if len(ns) >= need}
 
 
