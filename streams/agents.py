@@ -774,10 +774,7 @@ class CommitWatch:
             self._since.clear()
             return []
         now = time.monotonic() if now is None else now
-        try:
-            await compat.note_starts(self.app)        # if the read after the assignment failed
-        except Exception as e:  # noqa: BLE001 - the next round asks again
-            self.errors.error("commit-starts", "reading start offsets failed: %r", e)
+        await self.note_starts()                     # if the read after the assignment failed
         heads = compat.head_gaps(self.app)            # acked records above a hole
         tails = compat.tail_gaps(self.app)            # records after the commit, none acked
         held = {**{tp: (c, hw, "tail") for tp, (c, hw) in tails.items()},
@@ -801,6 +798,16 @@ class CommitWatch:
             self.stats.reseeks += 1
             healed.append(tp)
         return healed + await self.drift(now)
+
+    async def note_starts(self) -> None:
+        """The start offsets of the assigned partitions with nothing committed yet, where
+        their first commit must begin (``faust_compat._new_offset``); asked after each
+        assignment and, until it succeeds, on every check."""
+        try:
+            await compat.note_starts(self.app)
+        except Exception as err:  # noqa: BLE001 - the next check asks again
+            self.errors.error("commit-starts", "reading the start offsets of the partitions assigned failed "
+                              "(%s: %s); their first commit waits for the next try", type(err).__name__, err)
 
     async def drift(self, now: float) -> list[Any]:
         """Every ``drift_every_s``: an idle partition whose group commit on the broker is
@@ -956,7 +963,7 @@ class Worker:
         self.node = NodeAgent(sides, tables, outbox, wms, stats, topic_layer, deliver=self.job.local_signals)
         self.job.node = self.node
         job_topics = self.job.job_topics
-        self.job.holes = lambda: any(tp[0] in job_topics for tp in compat.head_gaps(app))
+        self.job.holes = lambda: bool(compat.head_gaps(app, job_topics))
         self.signals = SignalsAgent(shared, self.jobs_out, cfg, stats)
         self.ticker = Ticker(app, self.job, wms, stats, self.jobs_out, partitions=P,
                              input_topics=self.input_topics, sched_topic=T("fl.sched"),
@@ -1013,14 +1020,7 @@ class Worker:
         # where each partition with nothing committed yet starts: its first commit must begin
         # there (faust_compat._new_offset); until read, such a partition commits nothing
         compat.forget_starts(self.app)
-        asyncio.ensure_future(self.note_starts())
-
-    async def note_starts(self) -> None:
-        try:
-            await compat.note_starts(self.app)
-        except Exception as err:  # noqa: BLE001 - CommitWatch asks again
-            self.errors.error("commit-starts", "reading the start offsets of the partitions assigned failed "
-                              "(%s: %s); their first commit waits for the next try", type(err).__name__, err)
+        asyncio.ensure_future(self.commits.note_starts())
 
     async def _resolve(self) -> None:
         try:

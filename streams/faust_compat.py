@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from importlib import metadata
-from typing import Any, Iterable, Mapping
+from typing import Any, Container, Iterable, Mapping
 
 
 log = logging.getLogger("faultline.streams.compat")
@@ -704,14 +704,15 @@ async def note_starts(app: Any) -> int:
     return int(await fn()) if fn is not None else 0
 
 
-def head_gaps(app: Any) -> dict[Any, tuple[int, int]]:
-    """tp -> (committed, lowest acked) of each partition whose commit a head gap holds back;
-    with nothing committed yet, measured from the partition's start offset (``starts``)."""
+def head_gaps(app: Any, topics: Container[str] | None = None) -> dict[Any, tuple[int, int]]:
+    """tp -> (committed, lowest acked) of each partition (of ``topics``, default all) whose
+    commit a head gap holds back; with nothing committed yet, measured from the partition's
+    start offset (``starts``)."""
     c = app.consumer
     first = starts(c)
     out: dict[Any, tuple[int, int]] = {}
     for tp, acked in list(c._acked.items()):
-        if not acked:
+        if not acked or (topics is not None and tp.topic not in topics):
             continue
         committed = c._committed_offset.get(tp)
         if committed and min(acked) - committed > 1:

@@ -278,7 +278,8 @@ class SinkConsumer:
         self._stall_said = _RateLimited(60.0)
         from ..metrics.sources import GroupOffsets
 
-        self._offsets = GroupOffsets(settings, group_id)
+        #: the group's offsets with clients of its own: the stall check, and /metrics (SinkSource)
+        self.offsets = GroupOffsets(settings, group_id)
 
     # ------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -361,7 +362,7 @@ class SinkConsumer:
                     await asyncio.wait([pending], timeout=STOP_WAIT_S)
                 await self.consumer.stop()
             finally:
-                await _quietly(self._offsets.close(), STALL_CHECK_TIMEOUT_S)
+                await _quietly(self.offsets.close(), STALL_CHECK_TIMEOUT_S)
                 self._done.set()
 
     # ------------------------------------------------------------ a wedged consumer
@@ -382,13 +383,13 @@ class SinkConsumer:
         if not tps:
             return False
         try:
-            ends, done = await asyncio.wait_for(self._offsets.fetch(tps), STALL_CHECK_TIMEOUT_S)
+            ends, done = await asyncio.wait_for(self.offsets.fetch(tps), STALL_CHECK_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - unreachable, timed out: ask again later
             if self._stall_said.ready():
                 log.warning("sink: silent for %.0f s and its lag cannot be read (%s: %s); asking again "
                             "in %.0f s", self.guard.silent_s(), type(err).__name__, str(err)[:200],
                             self.guard.every_s, extra={"group": self.group_id})
-            await _quietly(self._offsets.close(), STALL_CHECK_TIMEOUT_S)   # fresh clients next time
+            await _quietly(self.offsets.close(), STALL_CHECK_TIMEOUT_S)   # fresh clients next time
             return False
         behind = self.guard.behind(ends, done)
         self.last_behind = behind

@@ -21,6 +21,7 @@ Every series is listed in docs/metrics.md.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Iterable, Iterator, Protocol
 
@@ -131,15 +132,24 @@ class GroupOffsets:
     """A group's committed offsets and the partitions' start and end offsets, fetched with
     clients of its own (an admin client and a group-less consumer, started on first use):
     three requests per refresh whatever the partition count, and the component's own
-    consumer is never asked (the worker's lives on Faust's consumer thread)."""
+    consumer is never asked (the worker's lives on Faust's consumer thread). One instance
+    may serve several callers (the sink's stall check and its /metrics source): the clients
+    are started once."""
 
     def __init__(self, settings: Any, group: str) -> None:
         self.settings = settings
         self.group = group
         self._admin: Any = None
         self._consumer: Any = None
+        self._starting: asyncio.Lock | None = None
 
     async def _clients(self) -> tuple[Any, Any]:
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            return await self._start_clients()
+
+    async def _start_clients(self) -> tuple[Any, Any]:
         if self._admin is None:
             from aiokafka import AIOKafkaConsumer
             from aiokafka.admin import AIOKafkaAdminClient
@@ -243,7 +253,8 @@ class SinkSource:
     def __init__(self, sink: Any) -> None:
         self.sink = sink
         self.lag = Lag(sink.group_id)
-        self.offsets = GroupOffsets(sink.settings, sink.group_id)
+        # the sink's own (its stall check asks the same questions): one pair of clients a sink
+        self.offsets = sink.offsets
 
     async def refresh(self) -> None:
         """The group's offsets on the partitions this sink owns now."""
