@@ -671,17 +671,20 @@ class JobAgent:
         wm, idle = self.wms.value(self.worker_id)
         self.stats.watermark = wm
         cap = self.gate.cap()
-        if cap >= ALWAYS and self._last_wm is not None and self.holes():
+        if self._last_wm is not None and self.holes():
             # a job partition has records never delivered below applied ones (fetched again
-            # by CommitWatch shortly): evaluating now would use partial history (session 12:
-            # a moved job's transient host_oom revisions on the wrong node)
-            cap = self._last_wm
+            # by CommitWatch shortly): evaluating past the time already used would take
+            # partial history (sessions 12-13: a moved job's transient host_oom revisions on
+            # the wrong node), with the recovery gate open or closed
+            cap = min(cap, self._last_wm)
             self.stats.hole_holds += 1
         if cap < ALWAYS:
-            # the recovery gate is closed: event time stops where the partitions being
-            # re-read are; no window closes, nothing already evaluated is re-run
+            # the recovery gate is closed (or a hole holds): event time stops where the
+            # partitions being re-read are; no window closes, nothing evaluated is re-run
             self.stats.held_batches += 1
-            self._ingest(js, fresh, min(wm, cap))
+            used = min(wm, cap)
+            self._ingest(js, fresh, used)
+            self._last_wm = used if self._last_wm is None else max(self._last_wm, used)
         else:
             self._last_wm = wm
             self._ingest(js, fresh, wm)

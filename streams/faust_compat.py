@@ -286,8 +286,36 @@ def fast_drain(consumer_cls: type) -> type:
 
         return bool(await thread.call_thread(seek_if_assigned))
 
+    async def _wait_next_records(self: Any, timeout: float) -> Any:
+        """Faust's, except that records its ``getmany`` would drop are put back.
+
+        ``getmany`` yields a fetched record only if its partition is in the active set it
+        fetched with (or buffer-paused), and none at all while the flow is stopped. That set
+        is Faust's live one: a rebalance pauses and resumes partitions while the fetch runs
+        on the consumer's thread, so aiokafka can return records of a partition that is not in
+        it by the time ``getmany`` filters them. They were dropped, with the fetch position
+        already past them. A seek to the committed offset repairs that for a partition with
+        a commit, but aiokafka's ``seek_to_committed`` leaves a partition with none where it
+        is. Session 13 traced it: right after a SIGKILL's rebalance, fl.runtime/2@0..34 came
+        back from aiokafka during recovery, outside the active set, and never reached the
+        drain. Job evaluation then ran without them (a transient host_oom revision on the
+        wrong node) until ``CommitWatch`` fetched them again 5 s later. Here each such
+        partition is sought back to its first returned record, on the consumer's thread,
+        before the next fetch, so it comes again once active."""
+        records, active = await consumer_cls._wait_next_records(self, timeout)
+        if records:
+            keep = active if self.flow_active else ()
+            buffered = getattr(self, "_buffered_partitions", ())
+            for tp, recs in list(records.items()):
+                if recs and not (tp in keep or tp in buffered):
+                    del records[tp]
+                    if await self.faultline_refetch(tp, recs[0].offset):
+                        self._faultline_putbacks += 1
+        return records, active
+
     return type(consumer_cls.__name__, (consumer_cls,),
                 {"_drain_messages": _drain_messages, "_faultline_fast_drain": True,
+                 "_wait_next_records": _wait_next_records, "_faultline_putbacks": 0,
                  "faultline_refetch": faultline_refetch, "_commit_offsets": _commit_offsets,
                  "faultline_note_starts": faultline_note_starts,
                  "faultline_resync_committed": faultline_resync_committed, "_new_offset": _new_offset,
@@ -685,6 +713,7 @@ def consumer_counts(app: Any) -> dict[str, int]:
             "paused": len(getattr(c, "_buffered_partitions", ()) or ()),
             "refused_commits": int(getattr(c, "_faultline_failed_commits", 0)),
             "resynced_commits": int(getattr(c, "_faultline_resynced_commits", 0)),
+            "putbacks": int(getattr(c, "_faultline_putbacks", 0)),
             "flush_waits": int(getattr(app.producer, "_faultline_flush_waits", 0))}
 
 

@@ -464,6 +464,55 @@ async def test_refetch_goes_through_the_consumer_thread(app):
     assert thread.kafka.seeks == [(a, 17)] and gone not in consumer._read_offset
 
 
+async def test_records_fetched_for_a_partition_paused_meanwhile_are_fetched_again(app):
+    """Faust's ``getmany`` drops the records aiokafka returns for a partition that left its
+    (live) active set while the fetch ran, with the fetch position already past them; a
+    partition with nothing committed is not sought back by the assignment's seek. Session 13:
+    right after a SIGKILL's rebalance fl.runtime/2@0..34 came back during recovery outside
+    the active set and never reached the drain. Such a partition is sought back to its first
+    returned record, on the consumer's thread, so it comes again once active."""
+    from aiokafka.structs import ConsumerRecord
+
+    consumer = app.consumer
+    live, paused = TP("t.gpu", 0), TP("t.runtime", 2)
+
+    def rec(tp, off):
+        return ConsumerRecord(tp.topic, tp.partition, off, 1_000, 0, b"k", b"v", None, 1, 1, ())
+
+    class _Kafka:
+        def __init__(self):
+            self.seeks = []
+
+        def assignment(self):
+            return {live, paused}
+
+        def seek(self, tp, offset):
+            self.seeks.append((tp, offset))
+
+    class _Thread:
+        kafka = _Kafka()
+
+        def _ensure_consumer(self):
+            return self.kafka
+
+        async def call_thread(self, fun, *args):
+            return fun(*args)
+
+    async def _getmany(active_partitions, timeout):
+        consumer.pause_partitions({paused})      # a rebalance pauses it while the fetch runs
+        return {live: [rec(live, 5)], paused: [rec(paused, 0), rec(paused, 1)]}
+
+    consumer._thread = _Thread()
+    consumer._set_active_tps({live, paused})
+    consumer.resume_flow()
+    consumer._getmany = _getmany
+    consumer.highwater = lambda tp: 100
+    got = [(tp, m.offset) async for tp, m in consumer.getmany(timeout=0)]
+    assert got == [(live, 5)]                                  # getmany yields active ones only
+    assert consumer._thread.kafka.seeks == [(paused, 0)]       # ... and the other comes again
+    assert compat.consumer_counts(app)["putbacks"] == 1
+
+
 async def test_a_refused_commit_is_not_recorded_as_done(app, monkeypatch):
     """Faust records a commit as done even when the broker refused it (the group "already
     rebalanced"), with its acks popped: that partition never committed those offsets

@@ -322,3 +322,45 @@ def test_when_every_worker_is_idle_windows_close_at_the_latest_time_any_worker_r
     assert b.idle_until("b") == base + 59_000
     time.sleep(0.35)                                        # a's ticks expired: not a live word
     assert b.idle_until("b") == NEVER
+
+
+def test_a_job_partition_hole_holds_event_time_with_the_recovery_gate_open_or_closed():
+    """While a job partition has a hole (records never delivered below applied ones), the job
+    side's event time stays at the last one it used, whether the recovery gate is open or
+    capping it (session 13: the gate's cap moved past a moved partition's undelivered first
+    records, and a job was evaluated without its container OOM records)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from faultline.streams.agents import JobAgent, Stats
+    from faultline.streams.engine import EngineConfig
+
+    wm = {"v": 0}
+    wms = SimpleNamespace(universe=(), value=lambda worker: (wm["v"], False))
+    agent = JobAgent(None, SimpleNamespace(errors=None), None, wms, Stats(), {}, EngineConfig(),
+                     jobs_in="t.jobs", job_topics=["t.sched"], worker_id="w")
+    gate = {"cap": ALWAYS}
+    agent.gate = SimpleNamespace(cap=lambda: gate["cap"])
+    hole = {"v": False}
+    agent.holes = lambda: hole["v"]
+    used: list[int] = []
+    agent._ingest = lambda js, fresh, w: used.append(w)
+
+    async def _write(js):
+        return None
+
+    agent._write = _write
+    ns = SimpleNamespace(dirty=())
+
+    def step(v: int, cap: int = ALWAYS, holes: bool = False) -> int:
+        wm["v"], gate["cap"], hole["v"] = v, cap, holes
+        asyncio.run(agent.advance(ns, None, [], False, {}))
+        return used[-1]
+
+    assert step(100) == 100
+    assert step(200, holes=True) == 100              # gate open, a hole: held
+    assert step(300, cap=250, holes=True) == 100     # gate closed below the wm, a hole: held
+    assert step(300, cap=250) == 250                 # the hole fetched again: the gate's cap
+    assert step(400, cap=350, holes=True) == 250     # and held from there
+    assert step(500) == 500
+    assert agent.stats.hole_holds == 3
