@@ -303,7 +303,7 @@ def fast_drain(consumer_cls: type) -> type:
         partition is sought back to its first returned record, on the consumer's thread,
         before the next fetch, so it comes again once active."""
         records, active = await consumer_cls._wait_next_records(self, timeout)
-        if records:
+        if records and (active is not None or not self.flow_active):   # None: client-only, all kept
             keep = active if self.flow_active else ()
             buffered = getattr(self, "_buffered_partitions", ())
             for tp, recs in list(records.items()):
