@@ -38,6 +38,7 @@ import asyncio
 import logging
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -53,7 +54,7 @@ _PARTITIONER = DefaultPartitioner()
 
 from ..config import Settings
 from ..schemas import Envelope, dead_letter, encode, key_for, now_ms, topic_for
-from .publish import new_producer, record_ts
+from .publish import BrokerRefused, connect_failure, new_producer, record_ts
 
 log = logging.getLogger("faultline.spool")
 
@@ -75,6 +76,11 @@ class SpoolUnavailable(RuntimeError):
     """No spool directory can be claimed; the message names the directory and what to do."""
 
 
+#: while the drainer cannot reach the broker, it says why again this often (the first time at
+#: once): a refused login or an untrusted certificate does not heal by itself
+AWAY_REPEAT_S = 300.0
+#: how long the drainer's diagnosis (``publish.connect_failure``) may take
+AWAY_PROBE_TIMEOUT_S = 5.0
 #: records set aside, one ``fl.deadletter``-shaped JSON line each (reason, topic, the first
 #: 4 KiB of the value, its size and sha256), in the spool directory; at most this many bytes
 DEADLETTER_FILE = "deadletter.jsonl"
@@ -155,6 +161,9 @@ class SpoolingPublisher:
         self._parts: dict[tuple[str, bytes], int] = {}
         self._lockfh = None
         self._solo = False   # next drain attempt: one record per batch (a batch was refused)
+        self._away_told = -1e18   # time.monotonic() the drainer last said why it cannot send
+        #: the last cause the drainer named (``connect_failure``'s message), for status lines
+        self.away_cause: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "SpoolingPublisher":
@@ -561,6 +570,21 @@ class SpoolingPublisher:
             await asyncio.wait(pending)
         return await asyncio.gather(*futs, return_exceptions=True)
 
+    async def _tell_away(self, err: BaseException) -> None:
+        """Say why nothing can be sent: a refused SASL login, an untrusted certificate or
+        another security protocol (ERROR: it does not heal by itself), else the broker away
+        (WARNING). Called when the broker stops answering and every ``AWAY_REPEAT_S`` while
+        it does not; never names a secret (``connect_failure``)."""
+        self._away_told = time.monotonic()
+        cause = await connect_failure(self.settings, timeout_s=AWAY_PROBE_TIMEOUT_S)
+        self.away_cause = str(cause)
+        extra = {"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()}
+        if isinstance(cause, BrokerRefused):
+            log.error("spool drainer cannot send: %s; events stay spooled in %s", cause, self.dir, extra=extra)
+        else:
+            log.warning("broker unreachable at %s (%s); spooling to %s", self.settings.kafka_bootstrap,
+                        type(err).__name__, self.dir, extra=extra)
+
     async def _drain_loop(self) -> None:
         backoff = 0.2
         skip: set[tuple[int, int]] = set()  # (segment, end offset) already acknowledged within a partly failed batch
@@ -608,6 +632,7 @@ class SpoolingPublisher:
                     log.info("broker answers again at %s; draining spool", self.settings.kafka_bootstrap,
                              extra={"backlog_bytes": self.backlog_bytes()})
                 self.connected = True
+                self._away_told, self.away_cause = -1e18, None
                 backoff = 0.2
                 continue
             # failure: what got through is in ``skip``; the rest is sent again after a backoff
@@ -620,10 +645,8 @@ class SpoolingPublisher:
             elif refusal:
                 log.warning("broker refused a batch (%s); its records are sent one per batch to set the "
                             "refused one aside", type(err).__name__, extra={"spool_dir": str(self.dir)})
-            elif self.connected:
-                log.warning("broker unreachable at %s (%s); spooling to %s", self.settings.kafka_bootstrap,
-                            type(err).__name__, self.dir,
-                            extra={"spool_dir": str(self.dir), "backlog_bytes": self.backlog_bytes()})
+            elif self.connected or time.monotonic() - self._away_told >= AWAY_REPEAT_S:
+                await self._tell_away(err)
             if not refusal:
                 self.connected = False
             if rejected:

@@ -334,9 +334,7 @@ class SinkConsumer:
                 delay = min(delay * 2, self.retry_cap_s)
 
     async def run(self) -> None:
-        c = self.consumer = self._new_consumer()
-        await c.start()
-        self.guard.progressed()
+        await self._start_consumer()   # a broker away at start is waited for, like after a stall
         log.info("sink consuming", extra={"group": self.group_id, "topics": len(self._kind)})
         # two writers: the next batch is read and decoded into one while the other is stored;
         # batches are stored and committed strictly in order (at most one in flight)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import shutil
 import socket
 import subprocess
@@ -51,6 +50,7 @@ from faultline.config import Settings
 # the first one's state dir with new ports (slurm_up.sh then waited for a controller that
 # never answered: tests/test_deploy_slurm.py's setup timed out in the fresh-clone run).
 from peers import slurm_cluster  # noqa: E402,F401
+from ports import free_port  # noqa: F401 - the fixtures' and tests' one port allocator
 
 ROOT = Path(__file__).resolve().parent.parent
 KAFKA_SH = ROOT / "infra" / "kafka" / "kafka.sh"
@@ -152,53 +152,6 @@ def pytest_runtest_protocol(item, nextitem):
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-#: first port of free_port's range; it ends below the kernel's ephemeral range, where client
-#: sockets (Kafka clients, HTTP) get their local ports from
-PORT_BASE = 20_000
-_handed_out: set[int] = set()
-_rng = random.Random()  # its own generator: a test seeding the global one must not pin our ports
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
-
-
-def _port_slice() -> range:
-    """This process's ports: the xdist worker's own slice of [PORT_BASE, ephemeral low)."""
-    lo, hi = PORT_BASE, _ephemeral_low()
-    if hi - lo < 1_000:  # an unusual ip_local_port_range: fall back to ports above it
-        lo, hi = 61_000, 65_535
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")        # gw0, gw1, ...
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    size = (hi - lo) // max(count, 1)
-    return range(lo + index * size, lo + (index + 1) * size)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nothing is bound to, not handed out before by this process.
-
-    Not ``bind(0)``: the kernel picks those from the ephemeral range, so another xdist worker
-    could get the same one, or a client socket could take it in the seconds before a broker
-    binds it. Each worker draws from its own slice below that range (``_port_slice``)."""
-    ports = _port_slice()
-    for _ in range(200):
-        port = _rng.choice(ports)
-        if port in _handed_out:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _handed_out.add(port)
-        return port
-    raise RuntimeError(f"no free TCP port in {ports.start}-{ports.stop - 1} after 200 tries")
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / "infra" / "peers"
@@ -140,12 +141,6 @@ class SlurmCluster:
         return self.run("sbatch", "--parsable", *args).strip().split(";")[0]
 
 
-def _free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A private cluster per test session (own state dir, munge socket and ports), so two
@@ -154,7 +149,7 @@ def slurm_cluster():
     if not shutil.which("slurmctld"):
         pytest.skip("Slurm not installed: run infra/peers/install.sh")
     base = f"{BASE}/slurm-{os.getpid()}"
-    env = {"BASE": base, "FRESH": "1", "SLURMCTLD_PORT": str(_free_tcp_port()), "SLURMD_PORT": str(_free_tcp_port())}
+    env = {"BASE": base, "FRESH": "1", "SLURMCTLD_PORT": str(free_port()), "SLURMD_PORT": str(free_port())}
     try:
         _script("slurm_up.sh", env, timeout=180)
         conf = f"{base}/slurm/slurm.conf"
@@ -178,8 +173,8 @@ def slurm_acct_cluster():
         pytest.skip("slurmdbd/mariadb-server not installed: run infra/peers/install.sh")
     base = f"{BASE}/slurm-acct-{os.getpid()}"
     env = {"BASE": base, "FRESH": "1", "ACCT": "1", "MINJOBAGE": "2",
-           "SLURMCTLD_PORT": str(_free_tcp_port()), "SLURMD_PORT": str(_free_tcp_port()),
-           "SLURMDBD_PORT": str(_free_tcp_port()), "MYSQL_PORT": str(_free_tcp_port())}
+           "SLURMCTLD_PORT": str(free_port()), "SLURMD_PORT": str(free_port()),
+           "SLURMDBD_PORT": str(free_port()), "MYSQL_PORT": str(free_port())}
     try:
         _script("slurm_up.sh", env, timeout=240)
         conf = f"{base}/slurm/slurm.conf"
@@ -234,10 +229,7 @@ class IpmiBmc:
 def ipmi_bmc():
     if not shutil.which("ipmi_sim") or not shutil.which("ipmitool"):
         pytest.skip("ipmi_sim/ipmitool not installed: run infra/peers/install.sh")
-    port, cport = free_udp_port("127.0.0.1"), 0
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        cport = s.getsockname()[1]
+    port, cport = free_udp_port("127.0.0.1"), free_port()
     env = {"BASE": f"{BASE}/ipmi-{os.getpid()}", "IPMI_PORT": str(port), "IPMI_CONSOLE_PORT": str(cport)}
     _script("ipmi_up.sh", env, timeout=120)
     pid = int(Path(env["BASE"], "ipmi", "ipmi_sim.pid").read_text().strip())
@@ -280,7 +272,7 @@ def redfish_bmc(tmp_path):
                  "Chassis": {"@odata.id": "/redfish/v1/Chassis"}, "Systems": {"@odata.id": "/redfish/v1/Systems"},
                  "SessionService": {"@odata.id": "/redfish/v1/SessionService"},
                  "Links": {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"}}})
-    port = _free_tcp_port()
+    port = free_port()
     proc = subprocess.Popen([str(exe), "-i", "127.0.0.1", "-p", str(port), "-m", str(root / "redfish" / "v1")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     bmc.url, bmc.pid = f"http://127.0.0.1:{port}", proc.pid

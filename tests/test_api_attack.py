@@ -29,6 +29,7 @@ from faultline import config
 from faultline.sinks.api import MAX_RESPONSE_BYTES, REQUEST_TIMEOUT_S, web_options
 from faultline.sinks.sqlcheck import check_query
 from faultline.sinks.store import QueryRejected, store_tables
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTLINE = os.path.join(os.path.dirname(sys.executable), "faultline")
@@ -63,12 +64,6 @@ SERVER = textwrap.dedent("""
 
     asyncio.run(main())
 """)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int, field: str = "VmRSS") -> float:

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import orjson
 import pytest
 
 from test_findings_engine import engine_fleet
+from ports import free_port
 
 GARBAGE = b"this is not json\n\x00\x01\x02\n{\"v\": 1, \"kind\": \"nope\"}\n"
 FAULTLINE = os.path.join(os.path.dirname(sys.executable), "faultline")
@@ -63,12 +63,6 @@ def fl(tmp_path, *args: str, **extra: str) -> subprocess.CompletedProcess:
 def rows_of(p: subprocess.CompletedProcess) -> list[dict]:
     assert p.returncode == 0, p.stderr.decode()[-3000:]
     return sorted((orjson.loads(ln) for ln in p.stdout.splitlines() if ln.strip()), key=lambda r: r["id"])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

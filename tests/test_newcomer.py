@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 HOUR_MS = 3_600_000
@@ -182,12 +182,6 @@ def plain_env() -> dict[str, str]:
            if not k.startswith(("FAULTLINE_", "PYTEST_", "VIRTUAL_ENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"))}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sh(line: str, cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:

@@ -4,10 +4,12 @@ here (python cryptography), one SCRAM user, and faultline configured the documen
 (README "Security": FAULTLINE_KAFKA_SECURITY_PROTOCOL, _SASL_MECHANISM, _SASL_USERNAME,
 _SASL_PASSWORD_FILE, _SSL_CAFILE).
 
-Holds: `topics create`/`list`, `simulate --kafka` (the Publisher) and a consumer work; a wrong
-password and an untrusted CA each give one error that names the cause (not "run make
-kafka-up"), also for `worker` and `sink` at start-up; the password is in no output, no
-`faultline config` line, no broker log. Not here yet: a worker and a sink RUNNING over SASL_SSL.
+Holds: `topics create`/`list`, `simulate --kafka` (the Publisher), the collectors' spooling
+publisher, `replay` (reading and re-publishing), a consumer, and `worker --sink` running work;
+a wrong password and an untrusted CA each give one error that names the cause (not "run make
+kafka-up"): for `worker` and `sink` at start-up, and for the spool's drainer (an ERROR line
+while its events stay spooled); the password is in no output, no `faultline config` line, no
+broker log.
 
 Starts one broker JVM: run it through the heavy lock (~30-60 s on the shared machine)."""
 
@@ -160,7 +162,7 @@ def test_wrong_password_names_the_login(broker, tmp_path):
     wrong.write_text("not-" + secrets.token_hex(8))
     env = broker.env(tmp_path, FAULTLINE_KAFKA_SASL_PASSWORD_FILE=str(wrong))
     # the worker and the sink fail at start-up (their topic check), before Faust starts
-    for args in (["topics", "list"], ["worker"], ["sink"],
+    for args in (["topics", "list"], ["worker"], ["sink"], ["replay", "--since", "1h", "--out", "r.jsonl"],
                  ["simulate", "--scenario", "gpu-xid79", "--seed", "1", "--nodes", "2", "--hours", "1",
                   "--kafka", "--as-fast-as-possible"]):
         p = run(env, *args, cwd=tmp_path)
@@ -262,3 +264,82 @@ def test_worker_and_sink_run_over_sasl_ssl(broker, tmp_path):
         log.close()
     out = (tmp_path / "worker.log").read_text()
     assert broker.password not in out, "the SASL password is in the worker's log"
+
+
+def _spool_through(settings: config.Settings, lines: list[bytes], spool_dir: Path, wait_s: float) -> dict:
+    """The collectors' path: every line through a ``SpoolingPublisher`` (on-disk spool, then
+    the broker); waits up to ``wait_s`` for them all to be acknowledged. Its stats, plus
+    ``away_cause`` (what the drainer said it could not send for)."""
+    from faultline.producers.simulate.kafka import topic_key
+    from faultline.producers.spool import SpoolingPublisher
+
+    async def go() -> dict:
+        pub = SpoolingPublisher(settings, spool_dir=spool_dir)
+        await pub.start()
+        try:
+            for line in lines:
+                topic, key, ts = topic_key(line)
+                await pub.send_raw(topic, key, line, ts)
+            await pub.flush(timeout_s=wait_s)
+            return {**pub.stats, "away_cause": pub.away_cause}
+        finally:
+            await pub.stop(flush_timeout_s=1.0)
+
+    return asyncio.run(go())
+
+
+def test_spooling_collector_names_a_refused_login_and_replay_runs_over_sasl_ssl(broker, tmp_path, caplog):
+    """The collectors' spooling publisher over SASL_SSL: with a wrong password nothing is
+    acknowledged, everything stays spooled, and the drainer says once, at ERROR, that the
+    login of the user was refused (no password anywhere); with the right one every event is
+    acknowledged, and `faultline replay` reads them back (--out) and re-publishes them
+    (--to-prefix) over the same listener."""
+    import logging
+
+    from faultline.producers.simulate import simulate
+
+    import time
+
+    # an hour that ended an hour ago: replay's --since 1d covers it
+    lines, _ = simulate("gpu-xid79", seed=11, nodes=2, hours=1.0, start_ms=int(time.time() * 1000) - 7_200_000)
+    env = broker.env(tmp_path, FAULTLINE_TOPIC_PREFIX="spooled.")   # topics of this test alone
+    good = config.load(env=env)
+    assert run(env, "topics", "create", cwd=tmp_path).returncode == 0
+    wrong_pw = "not-" + secrets.token_hex(8)
+    wrong = replace(good, kafka_sasl_password=wrong_pw)
+    with caplog.at_level(logging.INFO, logger="faultline.spool"):
+        refused = _spool_through(wrong, lines[:50], tmp_path / "spool-wrong", wait_s=8.0)
+    said = [r for r in caplog.records if r.name == "faultline.spool" and r.levelno >= logging.ERROR]
+    assert refused["sent"] == 0 and refused["spooled"] == 50, refused
+    assert len(said) == 1 and f"refused the SASL login of user '{USER}'" in said[0].getMessage(), \
+        [r.getMessage() for r in caplog.records]
+    assert "make kafka-up" not in said[0].getMessage()
+    assert all(wrong_pw not in r.getMessage() and broker.password not in r.getMessage() for r in caplog.records)
+
+    ok = _spool_through(good, lines, tmp_path / "spool-good", wait_s=60.0)
+    assert ok["sent"] == len(lines) and ok["away_cause"] is None, ok
+    p = run(env, "replay", "--since", "1d", "--out", str(tmp_path / "replayed.jsonl"), cwd=tmp_path, timeout=180)
+    out = _secret_free(p, broker.password)
+    assert p.returncode == 0, out
+    back = [ln for ln in (tmp_path / "replayed.jsonl").read_bytes().splitlines() if ln.strip()]
+    assert sorted(back) == sorted(lines), (len(back), len(lines))
+    p = run(env, "replay", "--since", "1d", "--to-prefix", "again.", cwd=tmp_path, timeout=180)
+    out = _secret_free(p, broker.password)
+    assert p.returncode == 0, out
+    again = replace(good, topic_prefix="again.")
+
+    async def count() -> int:
+        cons = AIOKafkaConsumer(*[again.topic(t) for t in INPUT_TOPICS], **again.kafka_kwargs(),
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+        await cons.start()
+        n = 0
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 40
+            while n < len(lines) and loop.time() < deadline:
+                n += sum(len(v) for v in (await cons.getmany(timeout_ms=1000)).values())
+        finally:
+            await cons.stop()
+        return n
+
+    assert asyncio.run(count()) == len(lines)

@@ -5,13 +5,13 @@ read-only, bearer token enforced."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 
 import orjson
 import pytest
+from ports import free_port
 
 FAULTLINE = os.path.join(os.path.dirname(sys.executable), "faultline")
 
@@ -40,12 +40,6 @@ SERVER = textwrap.dedent("""
 
     asyncio.run(main())
 """)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

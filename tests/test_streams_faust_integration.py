@@ -20,6 +20,7 @@ from faultline.schemas.codec import decode, now_ms
 from faultline.streams.engine import Engine, EngineConfig
 from faultline.streams.faust_harness import produce, WorkerProcess, latest_incidents, read_topic, without_revision
 from faultline.streams.faust_topics import ensure_topics
+from ports import free_port
 
 pytestmark = pytest.mark.kafka
 
@@ -178,12 +179,9 @@ def test_worker_sinks_events_and_incidents(fsettings, sim_lines, tmp_path):
     """With the sink on, the worker stores every input event, its incidents and the dead
     letters of rejected input in chDB; read back through the worker's own SQL API (it owns
     the store)."""
-    import socket
     import urllib.request
 
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        port = so.getsockname()[1]
+    port = free_port()
     exp = expected_incidents(sim_lines, fsettings)
     asyncio.run(ensure_topics(fsettings))
     asyncio.run(produce(fsettings, sim_lines, raw=[("fl.gpu", b"gpu-001", b'{"v":1,"id":"x1","ts":1,')]))

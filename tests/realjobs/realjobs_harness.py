@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import orjson
+from ports import free_port  # ports below the ephemeral range: a client socket cannot hold them
 
 from faultline.config import Settings
 
@@ -130,7 +131,7 @@ class Slurm:
 
     def up(self) -> "Slurm":
         self._script("slurm_up.sh", {"BASE": str(self.base), "FRESH": "1", "NCPU": str(NCPU), "NGPU": str(NGPU),
-                                     "SLURMCTLD_PORT": str(_free_port()), "SLURMD_PORT": str(_free_port())}, 180)
+                                     "SLURMCTLD_PORT": str(free_port()), "SLURMD_PORT": str(free_port())}, 180)
         return self
 
     def down(self) -> None:
@@ -147,12 +148,6 @@ class Slurm:
 
         out = self.run("scontrol", "show", "job", "-o", job, check=False)
         return parse_kv_line(out.strip()) if out.strip() else {}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ----------------------------------------------------------------------------- collectors
@@ -413,7 +408,7 @@ def _run_jobs(settings: Settings, slurm: Slurm, all_cases: dict[str, Case], logd
                     "FAULTLINE_TOPIC_PREFIX": settings.topic_prefix, "PYTHONPATH": ""}
 
         def submit(c: Case) -> None:
-            env = {**base_env, "FL_FAULT": c.fault, "FL_CKPT_DIR": str(c.ckpt_dir), "FL_MASTER_PORT": str(_free_port()),
+            env = {**base_env, "FL_FAULT": c.fault, "FL_CKPT_DIR": str(c.ckpt_dir), "FL_MASTER_PORT": str(free_port()),
                    **c.env}
             if c.cgroup_mb:
                 env["FL_CGROUP"] = str(_memcg(c, cgroups))

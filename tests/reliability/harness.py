@@ -468,12 +468,23 @@ class Fleet:
         self._n = 0
 
     # -- starting
-    def start_sink(self) -> Any:
-        if sink_process_available():
-            self.sink = faust_harness.SinkProcess(self.settings, self.workdir / "sink").start()
-            self.timeline.mark("sink started (faultline sink)")
-        else:
+    #: the sink's line once its own consumer has started (``faust_sink.SinkConsumer.run``)
+    SINK_CONSUMING = "sink consuming"
+
+    def start_sink(self, ready_timeout_s: float = 120.0) -> Any:
+        """Start the sink and wait until its consumer runs: a failure the test brings on next
+        (a broker outage) hits a running sink, not one still booting."""
+        if not sink_process_available():
             self.sink = self.sink_worker = self.add_worker(sink=True)
+            return self.sink
+        self.sink = faust_harness.SinkProcess(self.settings, self.workdir / "sink", loglevel="info").start()
+        deadline = time.monotonic() + ready_timeout_s
+        while self.SINK_CONSUMING not in self.sink.log(50_000_000):
+            if not self.sink.alive() or time.monotonic() > deadline:
+                raise AssertionError(f"the sink is not consuming {time.monotonic() - deadline + ready_timeout_s:.0f} s "
+                                     f"after its start (alive: {self.sink.alive()})\n{self.logs()}")
+            time.sleep(0.2)
+        self.timeline.mark("sink started (faultline sink), consuming")
         return self.sink
 
     def add_worker(self, *, sink: bool = False) -> WorkerProcess:

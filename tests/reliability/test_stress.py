@@ -31,6 +31,7 @@ from faultline.sinks.api import REQUEST_TIMEOUT_S
 from faultline.streams.faust_harness import SinkProcess, group_lag, sink_group_id, wait_caught_up
 
 from harness import Feeder
+from ports import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -59,14 +60,6 @@ def gpu_samples(n: int) -> list[bytes]:
         out.append(GPU % (i, t0 + i * 10 // 1, node, node, g, node, g, i % 100, 1000 + i % 5000, 40 + i % 40,
                           200 + i % 300))
     return out
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port: int, path: str, body: dict | None = None) -> tuple[int, bytes, dict]:
