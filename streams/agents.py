@@ -380,6 +380,10 @@ def observe_batch(wms: Watermarks, batch: list[Any], events: Iterable[tuple[Any,
 
 
 # ---------------------------------------------------------------------------- node side
+def _by_time(item: tuple[int, str, str, Any, Any]) -> tuple[int, str]:
+    return item[0], item[1]
+
+
 class NodeAgent:
     """Node-keyed records: node detectors, node table writes, signals and alerts.
 
@@ -395,13 +399,18 @@ class NodeAgent:
         self.lock = asyncio.Lock()
         self.errors = tables.errors
 
-    def feed_one(self, ns: NodeSide, ev: Any, m: Any, parts: dict[str, int], dead: list[bytes]) -> None:
+    def admit_one(self, ns: NodeSide, m: Any) -> str | None:
+        """The record's key, its state loaded, when its fence accepts it (offset order);
+        None for a replay."""
         key = (m.key or b"").decode("utf-8", "replace")
         if key not in ns.nodes:
             ns.load(key, self.tables.nodes.data.get(key.encode()))
         if not ns.accept(key, m.topic, m.partition, m.offset):
             self.stats.dups += 1
-            return
+            return None
+        return key
+
+    def feed_one(self, ns: NodeSide, key: str, ev: Any, m: Any, parts: dict[str, int], dead: list[bytes]) -> None:
         try:
             ns.feed(key, ev)
         except Exception as err:  # noqa: BLE001 - a detector bug: this record only
@@ -446,11 +455,20 @@ class NodeAgent:
             ok, dead = decode_events(batch, self.topic_layer)
             parts: dict[str, int] = {}
             fresh = self.dedup.fresh
-            for ev, m in ok:
+            admitted: list[tuple[int, str, str, Any, Any]] = []
+            for ev, m in ok:        # fences in offset order
                 if not fresh(ev.id):
                     self.stats.dups += 1
                     continue
-                self.feed_one(ns, ev, m, parts, dead)
+                key = self.admit_one(ns, m)
+                if key is not None:
+                    admitted.append((ev.ts, ev.id, key, ev, m))
+            # applied in (ts, id) order within the batch, as diagnose's reorder buffer applies
+            # them: a node's events arriving out of order (two sources, a late delivery) fire
+            # the same signal on the same event as diagnose does (NODE_ORDER in the docs)
+            admitted.sort(key=_by_time)
+            for _ts, _id, key, ev, m in admitted:
+                self.feed_one(ns, key, ev, m, parts, dead)
             await self.outbox.dead(dead)
             self.stats.events += len(ok)
             self.stats.counts.add_events(ok)
@@ -625,7 +643,9 @@ class JobAgent:
             self.ensure_partition_loaded(js, loaded, m.partition)
             if ev.kind in NODE_KINDS or ev.kind in INV_KINDS:   # sched.node: keyed by node
                 if self.node is not None and self.node.dedup.fresh(ev.id):
-                    self.node.feed_one(ns, ev, m, node_parts, dead)
+                    key = self.node.admit_one(ns, m)
+                    if key is not None:
+                        self.node.feed_one(ns, key, ev, m, node_parts, dead)
                 continue
             if ev.kind not in JOB_KINDS or not ev.job:
                 continue

@@ -128,26 +128,28 @@ def test_topics_publisher_and_consumer_over_sasl_ssl(broker, tmp_path):
     settings = config.load(env=env)
     assert settings.kafka_sasl_password == broker.password   # read from the _FILE
 
-    async def consume() -> int:
-        cons = AIOKafkaConsumer(*[settings.topic(t) for t in INPUT_TOPICS], **settings.kafka_kwargs(),
-                                auto_offset_reset="earliest", enable_auto_commit=False)
-        await cons.start()
-        n = 0
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 40
-            while n < expected and loop.time() < deadline:
-                batch = await cons.getmany(timeout_ms=1000)
-                n += sum(len(v) for v in batch.values())
-        finally:
-            await cons.stop()
-        return n
-
-    assert asyncio.run(consume()) == expected
+    assert asyncio.run(count_input(settings, expected)) == expected
     p = run(env, "config", cwd=tmp_path)
     outputs.append(p.stdout + p.stderr)
     assert p.returncode == 0 and USER in p.stdout
     assert all(broker.password not in o for o in outputs), "the SASL password leaked into output"
+
+
+async def count_input(settings: config.Settings, expected: int, timeout_s: float = 40.0) -> int:
+    """Records on the input topics of ``settings``' prefix, read from the start over its
+    connection settings until ``expected`` or ``timeout_s``."""
+    cons = AIOKafkaConsumer(*[settings.topic(t) for t in INPUT_TOPICS], **settings.kafka_kwargs(),
+                            auto_offset_reset="earliest", enable_auto_commit=False)
+    await cons.start()
+    n = 0
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while n < expected and loop.time() < deadline:
+            n += sum(len(v) for v in (await cons.getmany(timeout_ms=1000)).values())
+    finally:
+        await cons.stop()
+    return n
 
 
 def _secret_free(p: subprocess.CompletedProcess, *secrets_: str) -> str:
@@ -327,19 +329,4 @@ def test_spooling_collector_names_a_refused_login_and_replay_runs_over_sasl_ssl(
     out = _secret_free(p, broker.password)
     assert p.returncode == 0, out
     again = replace(good, topic_prefix="again.")
-
-    async def count() -> int:
-        cons = AIOKafkaConsumer(*[again.topic(t) for t in INPUT_TOPICS], **again.kafka_kwargs(),
-                                auto_offset_reset="earliest", enable_auto_commit=False)
-        await cons.start()
-        n = 0
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 40
-            while n < len(lines) and loop.time() < deadline:
-                n += sum(len(v) for v in (await cons.getmany(timeout_ms=1000)).values())
-        finally:
-            await cons.stop()
-        return n
-
-    assert asyncio.run(count()) == len(lines)
+    assert asyncio.run(count_input(again, len(lines))) == len(lines)

@@ -75,3 +75,80 @@ def test_what_the_pieces_share_is_passed_not_hung_on_the_app(tmp_path):
     assert services.store is None             # no sink: opened by the first page or API call
     paths = {str(r.resource.canonical) for r in app.web.web_app.router.routes()}
     assert {"/incidents", "/faultline/api/sql", "/metrics"} <= paths, paths
+
+
+class _Outbox:
+    """What ``NodeAgent.flush`` calls on the outbox; keeps the signals."""
+
+    def __init__(self) -> None:
+        self.sigs: list = []
+
+    async def failures(self, side, messages=None) -> None:
+        side.take_failures()
+
+    async def signals(self, sigs) -> None:
+        self.sigs += sigs
+
+    async def outputs(self, outs) -> None:
+        pass
+
+    async def settle(self) -> None:
+        pass
+
+    async def dead(self, dead) -> None:
+        assert not dead, dead
+
+
+class _Tables:
+    def __init__(self) -> None:
+        self.nodes = type("T", (), {"data": {}})()
+        self.errors = None
+
+    def put_node(self, key, partition, value) -> None:
+        self.nodes.data[key.encode()] = value
+
+
+class _Wms:
+    def observe_events(self, events, source_of) -> None:
+        list(events)
+
+    def read(self, topic, partition, offset) -> None:
+        pass
+
+
+def _mount(eid: str, ts: int) -> bytes:
+    return orjson.dumps({"v": 1, "id": eid, "ts": ts, "kind": "storage.mount", "source": "node_exporter@gpu-001",
+                         "node": "gpu-001", "data": {"path": "/ckpt", "state": "full",
+                                                     "error": "No space left on device"}})
+
+
+async def test_node_events_of_a_batch_apply_in_event_time_order_like_diagnose():
+    """Two `storage.mount` "full" events of one node 0.5 s apart, the later-stamped one
+    produced first (the rebalance trial's seed 105 at 1796319060000): diagnose's reorder
+    buffer fires `mount_full` on the earlier-stamped one; so does the worker's node side,
+    which applies a batch's events in (ts, id) order after its fences (in offset order)."""
+    from faultline.streams.engine import Engine, EngineConfig
+    from faultline.streams.faust_engine import Shared
+
+    cfg = EngineConfig()
+    first_produced, stamped_earlier = _mount("m-2", 1_796_321_621_513), _mount("m-1", 1_796_321_621_017)
+    eng = Engine(cfg)
+    eng.process([first_produced, stamped_earlier])
+    eng.finish()
+    want = [s.evidence for s in eng.index.query(["path:/ckpt"], 0, 1 << 62) if s.kind == "mount_full"]
+    assert want == [["m-1"]], want
+
+    shared = Shared({}, lambda k, v: None)
+    views = type("V", (), {"data": {}})()
+    box = _Outbox()
+    node = agents.NodeAgent(agents.Sides(shared, views, cfg), _Tables(), box, _Wms(), agents.Stats(),
+                            {}, lambda js, sigs: None)
+    topic = "fl.storage"
+    batch = [Message(v, topic, 0, off) for off, v in enumerate((first_produced, stamped_earlier))]
+    for m in batch:
+        m.key = b"gpu-001"
+    await node.handle_batch(batch)
+    got = [s.evidence for s in box.sigs if s.kind == "mount_full"]
+    assert got == want, got
+    await node.handle_batch(batch)        # the same offsets again: fenced, nothing new
+    assert [s.evidence for s in box.sigs if s.kind == "mount_full"] == want
