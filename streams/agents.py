@@ -144,6 +144,7 @@ class Stats:
         self.drifted = 0         # ... because the group's commit was behind the consumer's
         self.old_ticks = 0       # ticks re-read below a gated partition's target: not heard
         self.hole_holds = 0      # job batches held at the last watermark: a job partition's hole
+        self.disowned = 0        # job records of a partition given away, buffered before the rebalance
         #: /metrics: events by topic/kind, dead letters by reason, outputs by detector and
         #: category, batch latency (faultline.metrics reads it at scrape time)
         self.counts = WorkerCounts()
@@ -528,6 +529,8 @@ class JobAgent:
         #: ``compat.head_gaps``); set by the Worker. While one does, evaluation holds at the
         #: last watermark it ran at, until CommitWatch has fetched the hole again
         self.holes: Callable[[], bool] = lambda: False
+        #: the consumer group generation now (set by the Worker; None: no group)
+        self.generation: Callable[[], int | None] = lambda: None
         self._last_wm: int | None = None
 
     def covers_of(self, idx: Any) -> list[tuple[str, int]] | None:
@@ -622,7 +625,28 @@ class JobAgent:
         async with self.lock:
             await self._batch([e.message for e in batch], [e.value for e in batch])
 
+    def owned(self, messages: list[Any], values: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The records this worker may apply: not those of an earlier group generation whose
+        partition it no longer owns. Faust's ``take_events`` buffer keeps what it gathered
+        before a rebalance and yields it after (its generation test is per record, at
+        iteration); applied here, a tick or a push of a partition given away loaded that
+        partition's jobs from the standby table and evaluated them at this worker's event
+        time: false stalls of jobs another worker owned (rebalance trial seed 102, session 15).
+        The new owner reads them from the committed offset: they were never acked here before
+        the revoke. Records of a partition still owned are applied as before."""
+        gen = self.generation()
+        if gen is None:
+            return messages, values
+        mine = self._assigned
+        keep = [i for i, m in enumerate(messages)
+                if getattr(m, "generation_id", None) in (None, gen) or (m.topic, m.partition) in mine]
+        if len(keep) == len(messages):
+            return messages, values
+        self.stats.disowned += len(messages) - len(keep)
+        return [messages[i] for i in keep], [values[i] for i in keep]
+
     async def _batch(self, messages: list[Any], values: list[Any]) -> None:
+        messages, values = self.owned(messages, values)
         ns, js, loaded = self.sides.get()
         jobs_in = self.jobs_in
         inputs = [m for m in messages if m.topic != jobs_in]
@@ -987,6 +1011,7 @@ class Worker:
         self.job.node = self.node
         job_topics = self.job.job_topics
         self.job.holes = lambda: bool(compat.head_gaps(app, job_topics))
+        self.job.generation = lambda: app.consumer_generation_id
         self.signals = SignalsAgent(shared, self.jobs_out, cfg, stats)
         self.ticker = Ticker(app, self.job, wms, stats, self.jobs_out, partitions=P,
                              input_topics=self.input_topics, sched_topic=T("fl.sched"),

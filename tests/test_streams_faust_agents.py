@@ -152,3 +152,36 @@ async def test_node_events_of_a_batch_apply_in_event_time_order_like_diagnose():
     assert got == want, got
     await node.handle_batch(batch)        # the same offsets again: fenced, nothing new
     assert [s.evidence for s in box.sigs if s.kind == "mount_full"] == want
+
+
+def test_job_records_of_a_partition_given_away_buffered_before_the_rebalance_are_not_applied():
+    """Faust's ``take_events`` yields after a rebalance what it buffered before it. A tick of
+    ``fl.internal.jobs/1`` from generation 2, yielded to the worker that kept only partition 2
+    in generation 3, loaded partition 1's jobs from the standby table and evaluated them: false
+    stalls of two jobs another worker owned (rebalance trial seed 102, session 15). Such records
+    are dropped (the new owner reads them from the committed offset); an earlier generation's
+    record of a partition still owned, and every record of the current generation, are kept."""
+    from faultline.streams.engine import EngineConfig
+    from faultline.streams.faust_engine import Shared
+
+    cfg = EngineConfig()
+    wms = type("W", (), {"universe": None})()
+    job = agents.JobAgent(agents.Sides(Shared({}, lambda k, v: None), type("V", (), {"data": {}})(), cfg),
+                          _Tables(), _Outbox(), wms, agents.Stats(), {}, cfg, jobs_in="fl.internal.jobs",
+                          job_topics={"fl.runtime", "fl.sched"}, worker_id="w2")
+    job.on_assigned({("fl.runtime", 2), ("fl.sched", 2), ("fl.internal.jobs", 2)})
+
+    def msg(topic: str, partition: int, offset: int, gen: int) -> Message:
+        m = Message(b"T{}", topic, partition, offset)
+        m.generation_id = gen
+        return m
+
+    given_away = [msg("fl.internal.jobs", 1, 7, 2), msg("fl.runtime", 1, 40, 2)]
+    kept = [msg("fl.internal.jobs", 2, 9, 2), msg("fl.runtime", 2, 41, 3)]
+    batch = [given_away[0], kept[0], given_away[1], kept[1]]
+    values = [m.value for m in batch]
+    assert job.owned(batch, values) == (batch, values)     # no group generation known: all kept
+    job.generation = lambda: 3
+    got, got_values = job.owned(batch, values)
+    assert got == kept and got_values == [m.value for m in kept]
+    assert job.stats.disowned == 2
