@@ -381,8 +381,9 @@ def observe_batch(wms: Watermarks, batch: list[Any], events: Iterable[tuple[Any,
 
 
 # ---------------------------------------------------------------------------- node side
-def _by_time(item: tuple[int, str, str, Any, Any]) -> tuple[int, str]:
-    return item[0], item[1]
+def _by_time(item: tuple[Any, Any, str]) -> tuple[int, str]:
+    ev = item[0]
+    return ev.ts, ev.id
 
 
 class NodeAgent:
@@ -456,19 +457,19 @@ class NodeAgent:
             ok, dead = decode_events(batch, self.topic_layer)
             parts: dict[str, int] = {}
             fresh = self.dedup.fresh
-            admitted: list[tuple[int, str, str, Any, Any]] = []
+            admitted: list[tuple[Any, Any, str]] = []
             for ev, m in ok:        # fences in offset order
                 if not fresh(ev.id):
                     self.stats.dups += 1
                     continue
                 key = self.admit_one(ns, m)
                 if key is not None:
-                    admitted.append((ev.ts, ev.id, key, ev, m))
+                    admitted.append((ev, m, key))
             # applied in (ts, id) order within the batch, as diagnose's reorder buffer applies
             # them: a node's events arriving out of order (two sources, a late delivery) fire
             # the same signal on the same event as diagnose does (NODE_ORDER in the docs)
             admitted.sort(key=_by_time)
-            for _ts, _id, key, ev, m in admitted:
+            for ev, m, key in admitted:
                 self.feed_one(ns, key, ev, m, parts, dead)
             await self.outbox.dead(dead)
             self.stats.events += len(ok)
@@ -639,7 +640,7 @@ class JobAgent:
             return messages, values
         mine = self._assigned
         keep = [i for i, m in enumerate(messages)
-                if getattr(m, "generation_id", None) in (None, gen) or (m.topic, m.partition) in mine]
+                if not compat.earlier_generation(m, gen) or (m.topic, m.partition) in mine]
         if len(keep) == len(messages):
             return messages, values
         self.stats.disowned += len(messages) - len(keep)

@@ -491,7 +491,7 @@ class RawFeed:
 
     def _is_stale(self, message: Any) -> bool:
         gen = self.generation
-        return gen is not None and getattr(message, "generation_id", None) not in (None, gen())
+        return gen is not None and earlier_generation(message, gen())
 
     async def put(self, message: Any) -> None:
         while len(self.items) >= self.maxsize:
@@ -564,6 +564,14 @@ class RawFeed:
     def ack(consumer: Any, messages: list[Any]) -> None:
         for m in messages:
             m.ack(consumer)
+
+
+def earlier_generation(message: Any, generation: int | None) -> bool:
+    """Whether ``message`` was fetched in a consumer-group generation before ``generation``
+    (the one now): Faust stamps each message with the generation it was fetched in. False
+    for a message that carries none."""
+    got = getattr(message, "generation_id", None)
+    return got is not None and got != generation
 
 
 def fast_conductor(conductor_cls: type) -> type:
