@@ -51,6 +51,8 @@ STALL_FLOOR_MS = 20_000
 SETTLE_MS = 20_000
 #: what the worker and `diagnose` run with (the same engine configuration on both sides)
 ENGINE_ENV = {"FAULTLINE_STALL_FLOOR_MS": str(STALL_FLOOR_MS), "FAULTLINE_SETTLE_MS": str(SETTLE_MS)}
+#: the worker's stats line period in this run (FAULTLINE_WORKER_STATS_S; default 30 s)
+WORKER_STATS_S = 5
 #: what a faulty rank logs when its fault begins (``train.py inject``): the harness watches
 #: for it to time the actions that depend on it
 FAULT_LINES = {"hang": "waiting on a lock that never comes"}
@@ -209,6 +211,7 @@ class Run:
     seconds: float
     workdir: Path
     phases: dict[str, float] = field(default_factory=dict)   # seconds from the start to the end of each phase
+    worker_stats: list[str] = field(default_factory=list)    # the worker's log lines with "worker stats", WARNING or ERROR
     _events: list[dict] | None = field(default=None, repr=False)
 
     def incidents_of(self, case: str) -> list[dict]:
@@ -289,7 +292,9 @@ def run_all(kafka_bootstrap: str, workdir: Path, *, deadline_s: float = 320.0) -
     logdir = workdir / "logs"
     logdir.mkdir()
     mounted: list[Path] = []
-    worker = WorkerProcess(settings, workdir / "worker", app_id=app_id, env=ENGINE_ENV).start()
+    # at info, with its stats line every WORKER_STATS_S: a failed test shows the worker's view (Run.worker_stats)
+    worker = WorkerProcess(settings, workdir / "worker", app_id=app_id, loglevel="info",
+                           env={**ENGINE_ENV, "FAULTLINE_WORKER_STATS_S": str(WORKER_STATS_S)}).start()
     sink = SinkProcess(settings, workdir / "sink", app_id=app_id).start()
     # munged refuses a log dir under pytest's 0700 temp dirs: the peer lives where tests/peers.py puts peers
     slurm = Slurm(Path(os.environ.get("FAULTLINE_PEERS_DIR", "/tmp/faultline-peers")) / f"realjobs-{os.getpid()}")
@@ -337,7 +342,12 @@ def run_all(kafka_bootstrap: str, workdir: Path, *, deadline_s: float = 320.0) -
         _export_bundles(settings, all_cases, late, bdir, bundles)
     phases["exported"] = time.monotonic() - t_start
     return Run(all_cases, incidents, alerts, slurm_jobs, logs, bundles, run_bundle,
-               time.monotonic() - t_start, workdir, phases)
+               time.monotonic() - t_start, workdir, phases, _worker_stats(worker.log(tail=2_000_000)))
+
+
+def _worker_stats(text: str) -> list[str]:
+    """The lines of the worker's log a failed test shows: its stats lines, warnings and errors."""
+    return [ln for ln in text.splitlines() if "worker stats" in ln or "[WARNING]" in ln or "[ERROR]" in ln]
 
 
 def _export_bundles(settings: Settings, cs: dict[str, Case], incidents: dict[str, str], bdir: Path,

@@ -77,8 +77,11 @@ def _ms(v) -> int:
 def _explain(r: harness.Run, case: str) -> str:
     c = r.cases[case]
     logs = "\n".join(f"--- {n}\n{t[-1500:]}" for n, t in r.logs[case].items())
+    # the worker's last stats lines (watermark, lagging, gated, uncovered...), at most 1,500 chars each
+    worker = "\n".join(ln[:1500] for ln in r.worker_stats[-30:])
     return (f"case {case} job {c.job}: slurm {r.slurm_jobs[case].get('JobState')} "
-            f"{r.slurm_jobs[case].get('ExitCode')}, on disk {c.on_disk}\nincidents: {_summary(r, case)}\n{logs}")
+            f"{r.slurm_jobs[case].get('ExitCode')}, on disk {c.on_disk}\nincidents: {_summary(r, case)}\n{logs}"
+            f"\n--- worker log (stats, warnings, errors)\n{worker}")
 
 
 def _check_incident(r: harness.Run, case: str, inc: dict) -> None:
