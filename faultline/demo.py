@@ -37,6 +37,13 @@ from .producers.publish import connect_failure
 from .schemas import ALERTS, INCIDENTS, INPUT_TOPICS
 
 DEMO_PREFIX = "demo."
+#: the demo worker's stats line period (FAULTLINE_WORKER_STATS_S), in its worker.log
+WORKER_STATS_S = 10
+#: without a terminal (no live view) a plain progress line this often: a run that does not
+#: settle shows where it stands (events, incidents, the worker's and the sink's lag)
+PROGRESS_S = 15.0
+#: the most a progress line waits for the lag of the worker's and the sink's groups
+LAG_TIMEOUT_S = 10.0
 
 
 @dataclasses.dataclass
@@ -59,7 +66,7 @@ class DemoOptions:
     @classmethod
     def short(cls) -> "DemoOptions":
         return cls(scenario="mixed", nodes=16, gpus_per_node=8, hours=1.0, speed=600.0,
-                   settle_s=10.0, timeout_s=600.0, web_port=None)
+                   settle_s=10.0, timeout_s=420.0, web_port=None)
 
 
 @dataclasses.dataclass
@@ -286,6 +293,17 @@ class Demo:
         await create_topics(self.settings)
         await _wait_leaders(self.settings)
 
+    async def _progress_line(self) -> str:
+        """One plain line: elapsed, phase, events, jobs, alerts, incidents and both groups' lag."""
+        st = self.state
+        try:
+            lag, unstored = await asyncio.wait_for(self._lag(), LAG_TIMEOUT_S)
+            behind = f"worker {lag:,} events behind, sink {unstored:,} records unstored"
+        except (asyncio.TimeoutError, Exception) as e:  # noqa: BLE001 - a progress line never fails the run
+            behind = f"lag unknown ({type(e).__name__})"
+        return (f"[{time.monotonic() - st.started:5.0f} s] {st.phase}: {st.total_events():,} events, "
+                f"{len(st.jobs)} jobs, {st.alert_count} alerts, {len(st.incidents)} incidents; {behind}")
+
     async def _lag(self) -> tuple[int, int]:
         """(input records the worker has not committed, records the sink has not stored)."""
         from .streams.faust_harness import group_lag, sink_group_id
@@ -302,8 +320,10 @@ class Demo:
             shutil.rmtree(self.workdir / name, ignore_errors=True)
         self.sink = SinkProcess(self.settings, self.workdir / "sink", app_id=self.app_id,
                                 web_port=self.opts.web_port, loglevel="warning").start()
+        # at info with its stats line every WORKER_STATS_S: a stuck run's worker.log says where
         self.worker = WorkerProcess(self.settings, self.workdir / "worker", app_id=self.app_id,
-                                    loglevel="warning").start()
+                                    loglevel="info",
+                                    env={"FAULTLINE_WORKER_STATS_S": str(WORKER_STATS_S)}).start()
 
     def _check_alive(self) -> None:
         for what, proc in (("worker", self.worker), ("sink", self.sink)):
@@ -358,6 +378,7 @@ class Demo:
         st.phase = "simulating"
         self._start_simulator()
         deadline = time.monotonic() + o.timeout_s
+        next_progress = time.monotonic() + PROGRESS_S
         where = self.where()
         self.console.print(where, soft_wrap=True, markup=False, highlight=False)
         live = Live(render(st, o, where), console=self.console, refresh_per_second=4, transient=False) \
@@ -386,6 +407,10 @@ class Demo:
                         st.last_change = time.monotonic() - o.settle_s + 2
                     if o.live:
                         live.update(render(st, o, where))
+                    if not self.console.is_terminal and time.monotonic() >= next_progress:
+                        next_progress = time.monotonic() + PROGRESS_S
+                        self.console.print(await self._progress_line(), soft_wrap=True, markup=False,
+                                           highlight=False)
                     await asyncio.sleep(0.25)
                 else:
                     lag, unstored = await self._lag()
@@ -393,7 +418,9 @@ class Demo:
                         f"the demo did not settle within {o.timeout_s:.0f} s (worker {lag:,} events behind, "
                         f"sink {unstored:,} records unstored, "
                         f"{len(st.incidents)} incidents so far): the machine is too slow for this fleet size; "
-                        "try --nodes/--hours smaller or --speed lower")
+                        "try --nodes/--hours smaller or --speed lower; the worker's stats lines are in "
+                        f"{self.worker.log_path if self.worker else '?'}, the sink's log in "
+                        f"{self.sink.log_path if self.sink else '?'}")
                 st.phase = "done"
                 if o.live:
                     live.update(render(st, o, where))

@@ -40,6 +40,8 @@ import orjson
 import pytest
 from ports import free_port
 
+from faultline.demo import DemoOptions
+
 ROOT = Path(__file__).resolve().parents[1]
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -189,6 +191,47 @@ def sh(line: str, cwd: Path, env: dict[str, str], timeout: float = 300) -> subpr
                           timeout=timeout)
 
 
+#: the test's limit for `make demo --short`: above the demo's own (DemoOptions.short().timeout_s),
+#: so a run that does not settle ends with the demo's own message, not the test's kill
+DEMO_TIMEOUT_S = DemoOptions.short().timeout_s + 120
+
+
+def run_demo(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``sh`` for the demo: past DEMO_TIMEOUT_S its whole process group gets SIGTERM (the demo
+    stops its worker, sink and simulator as on Ctrl-C), then SIGKILL; returncode -1 then."""
+    proc = subprocess.Popen(["bash", "-c", line], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=DEMO_TIMEOUT_S)
+        return subprocess.CompletedProcess(line, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        return subprocess.CompletedProcess(line, -1, out, f"{err}\n(killed after {DEMO_TIMEOUT_S:.0f} s)")
+
+
+def demo_logs(checkout: Path, lines: int = 40) -> str:
+    """What a failed demo run leaves: the last stats, WARNING and ERROR lines of the worker's log,
+    and the tails of the sink's and the simulator's."""
+    demo = checkout / "var" / "demo"
+    out = []
+    for rel, keep in (("worker/worker.log", ("worker stats", "WARNING", "ERROR", "Traceback")),
+                      ("sink/sink.log", None), ("simulate.log", None)):
+        try:
+            text = (demo / rel).read_text(errors="replace").splitlines()
+        except OSError as e:
+            out.append(f"--- {rel}: {e}")
+            continue
+        picked = [ln for ln in text if keep is None or any(k in ln for k in keep)][-lines:]
+        out.append(f"--- {rel} (last {len(picked)} lines{' of stats, warnings, errors' if keep else ''})")
+        out.extend(ln[:1500] for ln in picked)
+    return "\n".join(out)
+
+
 def serve_then_ctrl_c(line: str, urls: tuple[str, ...], cwd: Path, env: dict[str, str],
                       timeout: float = 90) -> str | None:
     """Start a serving command; None when each of ``urls`` answered 200 and Ctrl-C ended it with 0."""
@@ -249,8 +292,8 @@ def test_every_printed_command_runs_as_printed(kafka_bootstrap, tmp_path):
     start = pinned_start(int(time.time() * 1000))
     demo_line = (f"make demo KAFKA_PORT={port} "
                  f"DEMO_ARGS='--short --start {start} --web-port {free_port()}'")
-    demo = sh(demo_line, checkout, env, timeout=600)
-    assert demo.returncode == 0, f"{demo_line}\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}"
+    demo = run_demo(demo_line, checkout, env)
+    assert demo.returncode == 0, f"{demo_line}\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}\n{demo_logs(checkout)}"
     t_demo = time.monotonic() - t0
 
     printed = demo_commands(demo.stdout)
