@@ -299,6 +299,12 @@ class Engine:
         self.jobs: dict[str, JobState] = {}
         self._seen = SeenIds(self.cfg.dedup_cap)
         self._buf: list[tuple[int, str, Envelope]] = []     # reorder buffer, sorted on release
+        #: bumped whenever records enter or leave ``_buf``: the key of ``_by_job``, the
+        #: buffer grouped by job (``buffered_of``), built at most once per change. Dumping
+        #: each changed job used to scan the whole buffer: with 80,000 records buffered while
+        #: a backlog drained, 55% of the worker's time (issue 18)
+        self._buf_gen = 0
+        self._by_job: tuple[int, dict[str | None, list[Envelope]]] = (-1, {})
         self.clock = EventClock(self.cfg.skew_tolerance_ms)
         self._max_ts = -(1 << 62)       # the fleet's event time (``clock.now``)
         self._wm = -(1 << 62)           # released up to here
@@ -387,6 +393,7 @@ class Engine:
                 self._late(ev)
             elif type(ev) is not _LOG or self._admit_log(ev):
                 buf.append((ts, eid, ev))
+        self._buf_gen += 1
         self._max_ts = clock.now = max_ts
         if clock.flags or clock.flagged_other:
             self._count_skewed()
@@ -446,6 +453,7 @@ class Engine:
             # ahead of the fleet's time (a skewed clock): processed, but no timer runs up to them
             ahead = sorted(self._buf, key=_sort_key)
             self._buf = []
+            self._buf_gen += 1
             for _, _, ev in ahead:
                 self._apply_guarded(ev)
         self._fire_due(1 << 62)
@@ -497,6 +505,7 @@ class Engine:
             elif (type(ev) is not _LOG or self._admit_log(ev)) and self._admit(ev):
                 buf = self._buf          # _admit may have rebuilt it
                 buf.append((ev.ts, eid, ev))
+        self._buf_gen += 1
         if watermark > self._max_ts:
             self._max_ts = watermark
         self._release(self._max_ts - self.cfg.lateness_ms)
@@ -564,6 +573,7 @@ class Engine:
             return 0
         gone = {h[1] for h in mine}
         self._buf = [h for h in self._buf if h[1] not in gone]
+        self._buf_gen += 1
         if not half:
             self._held.pop(job, None)
         self.stats.direct += len(mine)
@@ -586,11 +596,25 @@ class Engine:
         """Jobs with events waiting in the reorder buffer."""
         return {h[2].job or "" for h in self._buf}
 
+    def buffered_of(self, job: str) -> list[Envelope]:
+        """``job``'s records in the reorder buffer (do not modify the list)."""
+        gen, by = self._by_job
+        if gen != self._buf_gen:
+            by = {}
+            for _, _, ev in self._buf:
+                mine = by.get(ev.job)
+                if mine is None:
+                    by[ev.job] = [ev]
+                else:
+                    mine.append(ev)
+            self._by_job = (self._buf_gen, by)
+        return by.get(job, [])
+
     def export_job(self, job: str) -> JobParts:
         """Everything the core holds for ``job`` (to persist it; ``import_job`` restores it)."""
         ctx = {i: p for i, p in self._inc_ctx.items() if p.job == job}
         return JobParts(state=self.jobs.get(job) or JobState(job=job),
-                        buffered=[ev for _, _, ev in self._buf if ev.job == job],
+                        buffered=list(self.buffered_of(job)),
                         pending=[p for (j, _), p in self._pending.items() if j == job], ctx=ctx,
                         incidents={i: self._incidents[i] for i in ctx if i in self._incidents},
                         recovered={i: r.revision for i, r in self._recovered.items() if r.job == job})
@@ -602,6 +626,7 @@ class Engine:
         for ev in parts.buffered:
             self._seen.add(ev.id)
             self._buf.append((ev.ts, ev.id, ev))
+        self._buf_gen += 1
         for p in parts.pending:
             self._schedule(p)
         dcfg = self._dcfg
@@ -627,6 +652,7 @@ class Engine:
             del self._inc_ctx[i]
             self._incidents.pop(i, None)
         self._buf = [h for h in self._buf if h[2].job != job]
+        self._buf_gen += 1
         self._held.pop(job, None)
         if self._log_sigs:
             ids = {h[1] for h in self._buf}
@@ -659,6 +685,7 @@ class Engine:
             if i:
                 ready = buf[:i]
                 del buf[:i]
+                self._buf_gen += 1
                 self.released += i
                 if not buf:
                     self._log_sigs.clear()
