@@ -127,12 +127,15 @@ def fleet_lines(scenario: str, nodes: int, hours: float, compress: int, counter:
         yield line
 
 
-def run_fleet(base, nodes: int, hours: float, args, tmp: str) -> dict[str, Any]:
+def run_fleet(base, nodes: int, hours: float, args, tmp: str, *, align: bool = True,
+              restart: bool = True) -> dict[str, Any]:
     s = replace(base, topic_prefix=f"benchmem{uuid.uuid4().hex[:6]}.")
     asyncio.run(ensure_topics(s))
     env = {"FAULTLINE_WORKER_STATS_S": "1"}
-    w = WorkerProcess(s, f"{tmp}/w{nodes}", loglevel="info", env=env).start()
-    out: dict[str, Any] = {"nodes": nodes, "hours": hours}
+    if not align:   # the baseline: job topics fetched however far ahead of event time they are read
+        env["FAULTLINE_ALIGN_AHEAD_MS"] = "0"
+    w = WorkerProcess(s, f"{tmp}/w{nodes}{'' if align else 'x'}", loglevel="info", env=env).start()
+    out: dict[str, Any] = {"nodes": nodes, "hours": hours, "align": align}
     try:
         wait_recovered(w, 180)
         out["rss0"] = rss_bytes(w.proc.pid)
@@ -153,6 +156,8 @@ def run_fleet(base, nodes: int, hours: float, args, tmp: str) -> dict[str, Any]:
         out["stats_end"] = {k.decode(): v.decode() for k, v in last_stats(w.log_path).items()}
     finally:
         w.stop(60)
+    if not restart:
+        return out
     # the restart: a new worker process on the same topics rebuilds its tables from the changelogs
     w2 = WorkerProcess(s, f"{tmp}/w{nodes}b", loglevel="info", env=env)
     t0 = time.monotonic()
@@ -168,11 +173,16 @@ def run_fleet(base, nodes: int, hours: float, args, tmp: str) -> dict[str, Any]:
     return out
 
 
-def report(r: dict[str, Any], args) -> None:
+def peak_rss(r: dict[str, Any]) -> int:
+    return max((x[1] for x in r["samples"]), default=r["rss_end"])
+
+
+def report(r: dict[str, Any], args, baseline: dict[str, Any] | None = None) -> None:
     mib = 2 ** 20
     nodes, hours = r["nodes"], r["hours"]
     samples = [x for x in r["samples"] if x[2] is not None and x[2] > 0]
-    print(f"\n{nodes} nodes x {hours:g} h (`{args.scenario}`, telemetry intervals x{args.compress}): "
+    how = "" if r["align"] else ", BASELINE: event-time alignment off (FAULTLINE_ALIGN_AHEAD_MS=0)"
+    print(f"\n{nodes} nodes x {hours:g} h (`{args.scenario}`, telemetry intervals x{args.compress}{how}): "
           f"{r['events']:,} events produced in {r['produce_s']:.0f} s, drained in {r['drain_s']:.0f} s")
     if samples:
         wm0 = samples[0][2]
@@ -180,16 +190,25 @@ def report(r: dict[str, Any], args) -> None:
         print("  wall s   sim h   RSS MiB   jobs")
         for wall, rss, wm, jobs in samples[::step] + [samples[-1]]:
             print(f"  {wall:6.0f}  {(wm - wm0) / HOUR_MS:6.1f}  {rss / mib:8.1f}  {jobs}")
-    peak = max((x[1] for x in r["samples"]), default=r["rss_end"])
+    peak = peak_rss(r)
     late = [x[1] for x in samples if x[2] - samples[0][2] >= (hours / 2) * HOUR_MS] if samples else []
     early = [x[1] for x in samples if x[2] - samples[0][2] < (hours / 2) * HOUR_MS] if samples else []
     print(f"  RSS: warm {r['rss0'] / mib:.1f} MiB, peak {peak / mib:.1f} MiB, end {r['rss_end'] / mib:.1f} MiB; "
           f"max first half {max(early, default=0) / mib:.1f} / second half {max(late, default=0) / mib:.1f} MiB; "
-          f"live jobs at the end {r['stats_end'].get('jobs')}")
+          f"live jobs at the end {r['stats_end'].get('jobs')}, max {max((x[3] or 0 for x in samples), default=0)}; "
+          f"alignment holds {r['stats_end'].get('align_holds', '-')}")
+    if "restore_s" not in r:
+        return
     print(f"  restart: tables restored in {r['restore_s']:.1f} s (start to recovered=1), RSS then "
           f"{r['rss_restored'] / mib:.1f} MiB, jobs {r['stats_restored'].get('jobs')}")
     tag = f"{nodes}_nodes_{hours:g}h"
     cmd = f".venv/bin/python bench/memory.py --fleets {nodes}x{hours:g} --compress {args.compress} --scenario {args.scenario}"
+    if baseline is not None:
+        b = peak_rss(baseline)
+        print(f"  peak RSS {peak / mib:.1f} MiB vs {b / mib:.1f} MiB with alignment off: ratio {peak / b:.2f}")
+        record(f"worker_rss_mib_peak_{tag}", peak / mib, "MiB", command=cmd + " --align-baseline",
+               baseline="the same fleet, same run, event-time alignment off (FAULTLINE_ALIGN_AHEAD_MS=0)",
+               baseline_value=b / mib, note="peak RSS while the fleet's backlog drains")
     note = f"{r['events']:,} events, telemetry intervals x{args.compress}; peak {peak / mib:.1f} MiB"
     record(f"worker_rss_mib_end_{tag}", r["rss_end"] / mib, "MiB", baseline="the same worker warm, before the fleet",
            baseline_value=r["rss0"] / mib, command=cmd, note=note)
@@ -283,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample-s", type=float, default=1.0, help="RSS sampling period, wall seconds (default 1)")
     ap.add_argument("--drain-timeout-s", type=float, default=1800)
     ap.add_argument("--inprocess", action="store_true", help="through NodeSide/JobSide in this process, no Kafka")
+    ap.add_argument("--align-baseline", action="store_true",
+                    help="first run each fleet with event-time alignment off (the baseline of the peak RSS)")
     args = ap.parse_args(argv)
     if args.inprocess:
         for spec in args.fleets.split(","):
@@ -299,7 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for spec in args.fleets.split(","):
             nodes, hours = spec.lower().split("x")
-            report(run_fleet(s, int(nodes), float(hours), args, tmp), args)
+            base = None
+            if args.align_baseline:
+                base = run_fleet(s, int(nodes), float(hours), args, tmp, align=False, restart=False)
+                report(base, args)
+            report(run_fleet(s, int(nodes), float(hours), args, tmp), args, base)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -68,7 +68,8 @@ from .faust_compat import RawFeed
 from .faust_engine import (INV_KINDS, JOB_KINDS, NODE_KINDS, JobSide, NodeSide, Shared, side_config,
                            decode_signal, encode_signal, jobs_touched_by)
 from .faust_topics import JOBS, SIGNALS
-from .faust_watermark import ALWAYS, RecoveryGate, Watermarks
+from .faust_watermark import ALIGN_AHEAD_MS as ALIGN_AHEAD_DEFAULT_MS
+from .faust_watermark import ALWAYS, Alignment, RecoveryGate, Watermarks
 from .join import index_keys
 from .services import Services
 
@@ -87,6 +88,10 @@ NODE_WITHIN_S = 0.1
 NODE_BUSY = 100
 TICK_S = 1.0
 STATS_S = float(os.environ.get("FAULTLINE_WORKER_STATS_S", "30"))
+#: event-time alignment of the job topics (``faust_watermark.Alignment``): a job-topic
+#: partition read this far ahead of the global watermark is held until the watermark is
+#: within half of it; 0 turns it off (``bench/memory.py --align-baseline`` measures both)
+ALIGN_AHEAD_MS = int(os.environ.get("FAULTLINE_ALIGN_AHEAD_MS", str(ALIGN_AHEAD_DEFAULT_MS)))
 #: a changelog record larger than this is not written (the producer would refuse it and
 #: crash the worker): the key's state stays in memory only, and an ERROR says so
 MAX_CHANGELOG_BYTES = 900_000
@@ -145,6 +150,8 @@ class Stats:
         self.old_ticks = 0       # ticks re-read below a gated partition's target: not heard
         self.hole_holds = 0      # job batches held at the last watermark: a job partition's hole
         self.disowned = 0        # job records of a partition given away, buffered before the rebalance
+        self.aligned = 0         # job-topic partitions held now: read too far ahead of event time
+        self.align_holds = 0     # ... times one was held
         #: /metrics: events by topic/kind, dead letters by reason, outputs by detector and
         #: category, batch latency (faultline.metrics reads it at scrape time)
         self.counts = WorkerCounts()
@@ -892,11 +899,15 @@ class Ticker:
     watermark needs up to date."""
 
     def __init__(self, app: Any, jobs: JobAgent, wms: Watermarks, stats: Stats, jobs_out: Any, *,
-                 partitions: int, input_topics: set[str], sched_topic: str, worker_id: str) -> None:
+                 partitions: int, input_topics: set[str], sched_topic: str, job_topics: set[str],
+                 worker_id: str) -> None:
         self.app, self.jobs, self.wms, self.stats, self.jobs_out = app, jobs, wms, stats, jobs_out
         self.partitions = partitions
         self.input_topics = input_topics
         self.sched_topic = sched_topic
+        self.job_topics = job_topics
+        #: job-topic partitions read far ahead of event time stop being fetched (bounded memory)
+        self.alignment = Alignment(ALIGN_AHEAD_MS, ALIGN_AHEAD_MS // 2) if ALIGN_AHEAD_MS > 0 else None
         self.worker_id = worker_id
         self.positions: dict[tuple[str, int], int | None] = {}
         self._index = {tp: i for i, tp in enumerate(sorted(wms.universe or ()))}
@@ -946,6 +957,20 @@ class Ticker:
         hw = compat.highwater(self.app, *tp)
         return done is None or hw is None or done + 1 < hw
 
+    def align(self) -> None:
+        """Hold the job-topic partitions read too far ahead of the global watermark
+        (``faust_watermark.Alignment``), fetch the others again."""
+        if self.alignment is None:
+            return
+        hold, resume = self.alignment.decide(self.wms.maxima(self.job_topics), self.wms.global_watermark)
+        consumer = self.app.consumer
+        for tp in hold:
+            compat.pause_fetch(consumer, tp)
+        for tp in resume:
+            compat.resume_fetch(consumer, tp)
+        self.stats.aligned = len(hold)
+        self.stats.align_holds = self.alignment.holds
+
     async def tick(self) -> None:
         self.stats.ticks += 1
         app = self.app
@@ -956,6 +981,7 @@ class Ticker:
             self.wms.expect(inputs)
             await self.resolve_targets()
             await self.refresh_positions(inputs)
+            self.align()
         local = self.wms.local()
         if local is None:
             return
@@ -1016,7 +1042,7 @@ class Worker:
         self.signals = SignalsAgent(shared, self.jobs_out, cfg, stats)
         self.ticker = Ticker(app, self.job, wms, stats, self.jobs_out, partitions=P,
                              input_topics=self.input_topics, sched_topic=T("fl.sched"),
-                             worker_id=self.worker_id)
+                             job_topics=self.job_topics, worker_id=self.worker_id)
         self.node_feed = RawFeed(maxsize=NODE_BUFFER)
         self.commits = CommitWatch(app, self.node_feed, self.errors, stats)
         self._resolving: asyncio.Future | None = None
@@ -1059,6 +1085,8 @@ class Worker:
             self.node_feed.clear()   # unacked: Faust seeks to the committed offsets after the rebalance
             self.shared.forget_overlay()
             self.wms.forget_partitions()
+            if self.ticker.alignment is not None:
+                self.ticker.alignment.forget()
             self.job._idle_since = None
             for lk in got:
                 lk.release()

@@ -443,27 +443,10 @@ class RawFeed:
     """
 
     def bind(self, consumer: Any) -> None:
-        # A message's ``tp`` is the aiokafka ``TopicPartition`` of the fetch response, not
-        # Faust's ``TP``: equal and hashing alike, but Faust asserts that its active set
-        # holds only ``TP``s (``Consumer._get_active_partitions``), and ``on_buffer_drop``
-        # adds the object it is given. Handing it the aiokafka tuple made the fetcher's
-        # next ``getmany`` raise ``AssertionError`` (issue 14 items 3 and 6): convert.
-        from faust.transport.consumer import ensure_TP
-
-        on_full, on_drop = consumer.on_buffer_full, consumer.on_buffer_drop
-        app = consumer.app
-        self.generation = lambda: app.consumer_generation_id
-
-        def pause(tp: Any) -> None:
-            on_full(ensure_TP(tp))
-
-        def resume(tp: Any) -> None:
-            tp = ensure_TP(tp)
-            # not a partition the rebalance/recovery machinery paused meanwhile
-            if tp not in consumer._paused_partitions:
-                on_drop(tp)
-        self.pause = pause
-        self.resume = resume
+        # pause/resume a record's partition through pause_fetch/resume_fetch (Faust's TP)
+        self.generation = lambda: consumer.app.consumer_generation_id
+        self.pause = lambda tp: pause_fetch(consumer, tp)
+        self.resume = lambda tp: resume_fetch(consumer, tp)
 
     def __init__(self, maxsize: int = 50_000) -> None:
         import asyncio
@@ -564,6 +547,31 @@ class RawFeed:
     def ack(consumer: Any, messages: list[Any]) -> None:
         for m in messages:
             m.ack(consumer)
+
+
+def pause_fetch(consumer: Any, tp: Any) -> None:
+    """Stop fetching ``tp`` (Faust's ``on_buffer_full``: what is fetched is still delivered).
+
+    A message's ``tp`` is the aiokafka ``TopicPartition`` of the fetch response, not Faust's
+    ``TP``: equal and hashing alike, but Faust asserts that its active set holds only
+    ``TP``s (``Consumer._get_active_partitions``), and ``on_buffer_drop`` adds the object it
+    is given. Handing it the aiokafka tuple made the fetcher's next ``getmany`` raise
+    ``AssertionError`` (issue 14 items 3 and 6): convert (a plain ``(topic, partition)`` too)."""
+    consumer.on_buffer_full(_as_TP(tp))
+
+
+def _as_TP(tp: Any) -> Any:
+    from faust.types import TP
+
+    return tp if type(tp) is TP else TP(*tp)
+
+
+def resume_fetch(consumer: Any, tp: Any) -> None:
+    """Fetch ``tp`` again (Faust's ``on_buffer_drop``), unless the rebalance/recovery
+    machinery paused it meanwhile."""
+    tp = _as_TP(tp)
+    if tp not in consumer._paused_partitions:
+        consumer.on_buffer_drop(tp)
 
 
 def earlier_generation(message: Any, generation: int | None) -> bool:

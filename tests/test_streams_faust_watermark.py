@@ -364,3 +364,70 @@ def test_a_job_partition_hole_holds_event_time_with_the_recovery_gate_open_or_cl
     assert step(400, cap=350, holes=True) == 250     # and held from there
     assert step(500) == 500
     assert agent.stats.hole_holds == 3
+
+
+# ---------------------------------------------------------------- event-time alignment (issue 18)
+MIN = 60_000
+
+
+def test_alignment_holds_a_job_partition_read_far_ahead_until_the_watermark_nears_it():
+    from faultline.streams.faust_watermark import Alignment
+
+    a = Alignment(ahead_ms=30 * MIN, resume_ms=15 * MIN)
+    sched, runtime = ("fl.sched", 0), ("fl.runtime", 1)
+    wm = 1_000 * MIN
+    # runtime read 31 min ahead of event time, sched 10 min: only runtime is held
+    assert a.decide({sched: wm + 10 * MIN, runtime: wm + 31 * MIN}, wm) == ({runtime}, set())
+    # held again at every tick (Faust's own buffer flow control may have resumed it)
+    assert a.decide({sched: wm + 10 * MIN, runtime: wm + 31 * MIN}, wm + 5 * MIN) == ({runtime}, set())
+    # hysteresis: 20 min ahead is under the hold limit but over the resume limit: still held
+    assert a.decide({runtime: wm + 31 * MIN}, wm + 11 * MIN) == ({runtime}, set())
+    # the watermark is within 15 min of what was read: fetched again
+    assert a.decide({runtime: wm + 31 * MIN}, wm + 16 * MIN) == (set(), {runtime})
+    assert a.held == set() and a.holds == 1
+
+
+def test_alignment_holds_nothing_before_event_time_is_known_and_forgets_on_rebalance():
+    from faultline.streams.faust_watermark import NEVER, Alignment
+
+    a = Alignment(ahead_ms=30 * MIN, resume_ms=15 * MIN)
+    tp = ("fl.sched", 2)
+    assert a.decide({tp: 10**12}, NEVER) == (set(), set())   # no watermark yet: nothing held
+    assert a.decide({tp: 10**12}, 10**12 - 31 * MIN) == ({tp}, set())
+    a.forget()                                                 # the rebalance set the fetched partitions anew
+    assert a.held == set()
+    # a held partition that is no longer read here (not in the maxima) is resumed, not kept
+    a.decide({tp: 10**12}, 10**12 - 31 * MIN)
+    assert a.decide({}, 10**12 - 31 * MIN) == (set(), {tp})
+    try:
+        Alignment(ahead_ms=10, resume_ms=10)
+    except ValueError as err:
+        assert "resume_ms" in str(err)
+    else:
+        raise AssertionError("resume_ms >= ahead_ms accepted")
+
+
+def test_a_held_partition_never_holds_the_watermark():
+    """The partition alignment holds is behind its high-water mark (lagging), but its maximum
+    is ahead of the others: the watermark still follows the node partitions; once they are
+    caught up and quiet, the held partition alone sets it, and the watermark reaches it."""
+    from faultline.streams.faust_watermark import Alignment
+
+    off = Offsets()
+    w = Watermarks(idle_s=IDLE_S, offsets=off)
+    gpu, sched = ("fl.gpu", 0), ("fl.sched", 0)
+    off.hw[gpu], off.hw[sched] = 1000, 1000
+    w.observe(*gpu, 100 * MIN, offset=10)
+    w.observe(*sched, 200 * MIN, offset=500)        # read 100 min ahead, then held
+    a = Alignment(ahead_ms=30 * MIN, resume_ms=15 * MIN)
+    wm = w.value("me")[0]
+    assert wm == 100 * MIN and w.global_watermark == wm
+    assert w.maxima({"fl.sched"}) == {sched: 200 * MIN}
+    assert a.decide(w.maxima({"fl.sched"}), wm) == ({sched}, set())
+    w.observe(*gpu, 150 * MIN, offset=500)          # the node partition moves on
+    assert w.value("me")[0] == 150 * MIN
+    w.observe(*gpu, 170 * MIN, offset=999)          # ... and is caught up, then quiet
+    time.sleep(IDLE_S * 3)
+    wm = w.value("me")[0]
+    assert wm == 200 * MIN                           # the held partition alone sets it
+    assert a.decide(w.maxima({"fl.sched"}), wm) == (set(), {sched})
