@@ -344,6 +344,7 @@ class Engine:
         lim = clock.fast_limit(max_ts)
         limit = now + MAX_FUTURE_MS
         fast = decode_fast
+        added = False
         for item in batch:
             self._pos += 1
             t = type(item)
@@ -393,7 +394,9 @@ class Engine:
                 self._late(ev)
             elif type(ev) is not _LOG or self._admit_log(ev):
                 buf.append((ts, eid, ev))
-        self._buf_gen += 1
+                added = True
+        if added:
+            self._buf_gen += 1
         self._max_ts = clock.now = max_ts
         if clock.flags or clock.flagged_other:
             self._count_skewed()
@@ -490,6 +493,7 @@ class Engine:
         seen_add = self._seen.add
         stats = self.stats
         buf = self._buf
+        added = False
         for ev in events:
             eid = ev.id
             if not seen_add(eid):
@@ -505,7 +509,9 @@ class Engine:
             elif (type(ev) is not _LOG or self._admit_log(ev)) and self._admit(ev):
                 buf = self._buf          # _admit may have rebuilt it
                 buf.append((ev.ts, eid, ev))
-        self._buf_gen += 1
+                added = True
+        if added:   # (spill and _release count their own changes)
+            self._buf_gen += 1
         if watermark > self._max_ts:
             self._max_ts = watermark
         self._release(self._max_ts - self.cfg.lateness_ms)

@@ -205,13 +205,19 @@ def run_demo(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedP
         out, err = proc.communicate(timeout=DEMO_TIMEOUT_S)
         return subprocess.CompletedProcess(line, proc.returncode, out, err)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+        out, err = stop_group(proc, signal.SIGTERM)
         return subprocess.CompletedProcess(line, -1, out, f"{err}\n(killed after {DEMO_TIMEOUT_S:.0f} s)")
+
+
+def stop_group(proc: subprocess.Popen, sig: int) -> tuple[str, str]:
+    """``sig`` to the process group of ``proc`` (its own session), SIGKILL after 60 s; its output."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+    try:
+        return proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.communicate()
 
 
 def demo_logs(checkout: Path, lines: int = 40) -> str:
@@ -249,13 +255,7 @@ def serve_then_ctrl_c(line: str, urls: tuple[str, ...], cwd: Path, env: dict[str
                 except OSError:
                     time.sleep(1)
     finally:
-        if proc.poll() is None:  # Ctrl-C: SIGINT to the foreground process group
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            out, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+        out, _ = stop_group(proc, signal.SIGINT)   # Ctrl-C: SIGINT to the foreground process group
     if set(status.values()) != {200} or proc.returncode != 0:
         return f"answers {status}, exit {proc.returncode} after Ctrl-C:\n{out[-2000:]}"
     return None
