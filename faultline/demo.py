@@ -184,6 +184,14 @@ async def _wait_leaders(settings: Settings, timeout_s: float = 30.0) -> None:
 _ago = clock
 
 
+def _behind(reading: tuple[int, int] | str) -> str:
+    """A lag reading (``Demo._lag_bounded``) for people."""
+    if isinstance(reading, str):
+        return reading
+    lag, unstored = reading
+    return f"worker {lag:,} events behind, sink {unstored:,} records unstored"
+
+
 def _has_make_target(makefile: Path, target: str) -> bool:
     try:
         return any(line.startswith(f"{target}:") for line in makefile.read_text("utf-8").splitlines())
@@ -296,13 +304,18 @@ class Demo:
     async def _progress_line(self) -> str:
         """One plain line: elapsed, phase, events, jobs, alerts, incidents and both groups' lag."""
         st = self.state
-        try:
-            lag, unstored = await asyncio.wait_for(self._lag(), LAG_TIMEOUT_S)
-            behind = f"worker {lag:,} events behind, sink {unstored:,} records unstored"
-        except (asyncio.TimeoutError, Exception) as e:  # noqa: BLE001 - a progress line never fails the run
-            behind = f"lag unknown ({type(e).__name__})"
+        behind = _behind(await self._lag_bounded())
         return (f"[{time.monotonic() - st.started:5.0f} s] {st.phase}: {st.total_events():,} events, "
                 f"{len(st.jobs)} jobs, {st.alert_count} alerts, {len(st.incidents)} incidents; {behind}")
+
+    async def _lag_bounded(self) -> tuple[int, int] | str:
+        """``_lag()`` within LAG_TIMEOUT_S, or why it is unknown. Every reading in the run loop
+        goes through here: an admin round trip that never returns must not outlive the demo's
+        own deadline (an unbounded read in the settle loop hung a CI run for its full 600 s)."""
+        try:
+            return await asyncio.wait_for(self._lag(), LAG_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001 - a lag reading never fails the run; the deadline does
+            return f"lag unknown ({type(e).__name__})"
 
     async def _lag(self) -> tuple[int, int]:
         """(input records the worker has not committed, records the sink has not stored)."""
@@ -400,10 +413,10 @@ class Demo:
                         st.phase = "settling"
                         st.last_change = time.monotonic()
                     if st.sim_done and time.monotonic() - st.last_change > o.settle_s:
-                        lag, unstored = await self._lag()
-                        if lag == 0 and unstored == 0:
+                        reading = await self._lag_bounded()
+                        if reading == (0, 0):
                             break
-                        st.phase = f"settling: worker {lag:,} events behind, sink {unstored:,} records unstored"
+                        st.phase = f"settling: {_behind(reading)}"
                         st.last_change = time.monotonic() - o.settle_s + 2
                     if o.live:
                         live.update(render(st, o, where))
@@ -413,10 +426,9 @@ class Demo:
                                            highlight=False)
                     await asyncio.sleep(0.25)
                 else:
-                    lag, unstored = await self._lag()
+                    behind = _behind(await self._lag_bounded())
                     raise RuntimeError(
-                        f"the demo did not settle within {o.timeout_s:.0f} s (worker {lag:,} events behind, "
-                        f"sink {unstored:,} records unstored, "
+                        f"the demo did not settle within {o.timeout_s:.0f} s ({behind}, "
                         f"{len(st.incidents)} incidents so far): the machine is too slow for this fleet size; "
                         "try --nodes/--hours smaller or --speed lower; the worker's stats lines are in "
                         f"{self.worker.log_path if self.worker else '?'}, the sink's log in "

@@ -54,3 +54,49 @@ def test_a_signalled_demo_stops_what_it_started(faultline_env, tmp_path, sig):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"left running: {left}"
+
+
+def test_a_lag_reading_that_never_returns_does_not_stop_the_demo(monkeypatch, tmp_path):
+    """The settle loop reads both groups' lag; a reading that never returns (an admin round trip
+    stuck on a broker) must not outlive the demo's own deadline: the run ends with its clear
+    "did not settle" error, naming the lag as unknown. Before, the unbounded read hung the run
+    (a CI run waited its full 600 s with no output). Only the demo's Kafka edges are replaced
+    here (topics, worker, sink, the output readers); the simulator is a real process that ends."""
+    import asyncio
+
+    from faultline import demo as demo_mod
+    from faultline.config import Settings
+
+    async def idle(_settings, _st, stop):
+        await stop.wait()
+
+    async def never(_self):
+        await asyncio.Event().wait()
+
+    async def no_topics(_self):
+        return None
+
+    def finished_simulator(self):
+        self.sim = subprocess.Popen([sys.executable, "-c", "pass"])
+
+    monkeypatch.setattr(demo_mod, "_consume_outputs", idle)
+    monkeypatch.setattr(demo_mod, "_watch_offsets", idle)
+    monkeypatch.setattr(demo_mod, "LAG_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(demo_mod.Demo, "_reset_topics", no_topics)
+    monkeypatch.setattr(demo_mod.Demo, "_start_worker", lambda self: None)
+    monkeypatch.setattr(demo_mod.Demo, "_start_simulator", finished_simulator)
+    monkeypatch.setattr(demo_mod.Demo, "_lag", never)
+    opts = demo_mod.DemoOptions(settle_s=0.0, timeout_s=3.0, web_port=None, live=False,
+                                workdir=str(tmp_path / "demo"))
+    d = demo_mod.Demo(Settings(), opts)
+
+    async def run():
+        return await asyncio.wait_for(d.run(), 30)
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError) as e:
+        asyncio.run(run())
+    took = time.monotonic() - t0
+    assert "did not settle within 3 s" in str(e.value), e.value
+    assert "lag unknown (TimeoutError)" in str(e.value), e.value
+    assert took < 15, f"the run ended {took:.1f} s after it started; its deadline was 3 s after the worker's 3 s"

@@ -65,6 +65,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from faultline.config import Settings
 from faultline.producers.simulate.kafka import topic_key
+from faultline.producers.simulate.engine import DEFAULT_START_MS
 from faultline.producers.spool import SpoolingPublisher
 from faultline.schemas.outputs import Alert
 from faultline.schemas.registry import ALERTS
@@ -110,6 +111,8 @@ class SpoolFeeder:
         self.chunk = chunk
         self.spool_dir = spool_dir
         self.limit = 0
+        #: lines handed to the spool so far
+        self.fed = 0
         self.error: BaseException | None = None
         self.stats: dict[str, int] = {}
         self.pub: SpoolingPublisher | None = None
@@ -124,6 +127,11 @@ class SpoolFeeder:
     def set_limit(self, n: int) -> None:
         """Spool the lines up to index ``n`` (exclusive), then wait for a higher limit."""
         self.limit = min(n, len(self.lines))
+
+    def hold(self) -> int:
+        """Stop after the chunk in flight (``set_limit`` resumes); the line index it stops at."""
+        self.limit = min(self.limit, self.fed + self.chunk)
+        return self.limit
 
     @property
     def spooled(self) -> int:
@@ -152,7 +160,7 @@ class SpoolFeeder:
                 for line in self.lines[i:end]:
                     topic, key, ts = topic_key(line)
                     await pub.send_raw(topic, key, line, ts)
-                i = end
+                i = self.fed = end
                 await asyncio.sleep(self.chunk / self.rate)
             while not await pub.flush(timeout_s=5.0):
                 if self._done:
@@ -458,6 +466,13 @@ def _scenario(cluster: Cluster, tmp_path: Path) -> Outcome:
     traffic = fleet_traffic(SEED)
     cuts = _cuts(traffic.lines)
     exps = [Expectation.of(traffic.lines[:c], s) for c in cuts]
+    if len(exps[-1].live) < 3 or not all(e.latest for e in exps):
+        # the story follows the hour the test runs: at some hours it has too few interruptions
+        # (seed 301 at 21:00 UTC: 2); then the simulator's default day's story, in this window
+        tl.mark(f"the day's traffic has {len(exps[-1].live)} interruptions: the default day's story instead")
+        traffic = fleet_traffic(SEED, day_start_ms=DEFAULT_START_MS)
+        cuts = _cuts(traffic.lines)
+        exps = [Expectation.of(traffic.lines[:c], s) for c in cuts]
     assert len(exps[-1].live) >= 3, f"seed {SEED}: the traffic must have several interruptions: {exps[-1].live}"
     assert all(e.latest for e in exps), f"seed {SEED}: every phase must end with incidents: {[len(e.latest) for e in exps]}"
     differs = _paused_diagnose_differs(traffic.lines, cuts, s, exps)
@@ -504,12 +519,17 @@ def _scenario(cluster: Cluster, tmp_path: Path) -> Outcome:
                     cluster.sh("up")
                     tl.mark(f"node {ctrl} back (controller now {new_ctrl})")
                 else:
-                    # the whole cluster down for OUTAGE_S while the spool keeps taking events
-                    t_down = time.monotonic()
+                    # the whole cluster down for OUTAGE_S while the spool keeps taking events. The
+                    # input is held while the brokers stop (a controlled shutdown can take 30 s,
+                    # and the phase's input ran out before the cluster was down in a project CI
+                    # run), so the outage itself has input left: OUTAGE_S counts from "down"
+                    held = feeder.hold()
                     cluster.sh("down")
-                    tl.mark("cluster down")
+                    t_down = time.monotonic()
+                    tl.mark(f"cluster down (input held at {held} while it stopped)")
                     sent_down, spooled_down = feeder.sent, feeder.spooled
-                    time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - t_down)))
+                    feeder.set_limit(cut)
+                    time.sleep(OUTAGE_S)
                     took = feeder.spooled - spooled_down
                     figures["outage: events spooled while the cluster was down"] = took
                     assert took > RATE * 10, f"the spool took only {took} events during the outage"
