@@ -127,15 +127,23 @@ def fleet_lines(scenario: str, nodes: int, hours: float, compress: int, counter:
         yield line
 
 
+#: --trim-baseline: after the drain, both runs wait this long before the end RSS is read (the
+#: worker asks every 10 s whether a trim is due; its first is at most 60 s after the start)
+TRIM_SETTLE_S = 75.0
+
+
 def run_fleet(base, nodes: int, hours: float, args, tmp: str, *, align: bool = True,
-              restart: bool = True) -> dict[str, Any]:
+              trim: bool = True, restart: bool = True) -> dict[str, Any]:
     s = replace(base, topic_prefix=f"benchmem{uuid.uuid4().hex[:6]}.")
     asyncio.run(ensure_topics(s))
     env = {"FAULTLINE_WORKER_STATS_S": "1"}
     if not align:   # the baseline: job topics fetched however far ahead of event time they are read
         env["FAULTLINE_ALIGN_AHEAD_MS"] = "0"
-    w = WorkerProcess(s, f"{tmp}/w{nodes}{'' if align else 'x'}", loglevel="info", env=env).start()
-    out: dict[str, Any] = {"nodes": nodes, "hours": hours, "align": align}
+    if not trim:    # the baseline: freed heap kept mapped (streams/heap.py off)
+        env["FAULTLINE_HEAP_TRIM_S"] = "0"
+    w = WorkerProcess(s, f"{tmp}/w{nodes}{'' if align else 'x'}{'' if trim else 't'}", loglevel="info",
+                      env=env).start()
+    out: dict[str, Any] = {"nodes": nodes, "hours": hours, "align": align, "trim": trim}
     try:
         wait_recovered(w, 180)
         out["rss0"] = rss_bytes(w.proc.pid)
@@ -148,7 +156,7 @@ def run_fleet(base, nodes: int, hours: float, args, tmp: str, *, align: bool = T
         asyncio.run(wait_caught_up(s, default_app_id(s), timeout_s=args.drain_timeout_s,
                                    topics=INPUT_TOPICS))
         out["drain_s"] = time.monotonic() - t0
-        time.sleep(3 * args.sample_s)
+        time.sleep(TRIM_SETTLE_S if args.trim_baseline else 3 * args.sample_s)
         sampler.stop.set()
         sampler.join()
         out["samples"] = sampler.samples
@@ -182,6 +190,7 @@ def report(r: dict[str, Any], args, baseline: dict[str, Any] | None = None) -> N
     nodes, hours = r["nodes"], r["hours"]
     samples = [x for x in r["samples"] if x[2] is not None and x[2] > 0]
     how = "" if r["align"] else ", BASELINE: event-time alignment off (FAULTLINE_ALIGN_AHEAD_MS=0)"
+    how += "" if r.get("trim", True) else ", BASELINE: heap trim off (FAULTLINE_HEAP_TRIM_S=0)"
     print(f"\n{nodes} nodes x {hours:g} h (`{args.scenario}`, telemetry intervals x{args.compress}{how}): "
           f"{r['events']:,} events produced in {r['produce_s']:.0f} s, drained in {r['drain_s']:.0f} s")
     if samples:
@@ -196,14 +205,22 @@ def report(r: dict[str, Any], args, baseline: dict[str, Any] | None = None) -> N
     print(f"  RSS: warm {r['rss0'] / mib:.1f} MiB, peak {peak / mib:.1f} MiB, end {r['rss_end'] / mib:.1f} MiB; "
           f"max first half {max(early, default=0) / mib:.1f} / second half {max(late, default=0) / mib:.1f} MiB; "
           f"live jobs at the end {r['stats_end'].get('jobs')}, max {max((x[3] or 0 for x in samples), default=0)}; "
-          f"alignment holds {r['stats_end'].get('align_holds', '-')}")
+          f"alignment holds {r['stats_end'].get('align_holds', '-')}; heap trims {r['stats_end'].get('trims', '-')} "
+          f"({r['stats_end'].get('trimmed_mib', '-')} MiB given back, the last in {r['stats_end'].get('trim_ms', '-')} ms)")
     if "restore_s" not in r:
         return
     print(f"  restart: tables restored in {r['restore_s']:.1f} s (start to recovered=1), RSS then "
           f"{r['rss_restored'] / mib:.1f} MiB, jobs {r['stats_restored'].get('jobs')}")
     tag = f"{nodes}_nodes_{hours:g}h"
     cmd = f".venv/bin/python bench/memory.py --fleets {nodes}x{hours:g} --compress {args.compress} --scenario {args.scenario}"
-    if baseline is not None:
+    if baseline is not None and not baseline.get("trim", True):
+        b = baseline["rss_end"]
+        print(f"  RSS at the end {r['rss_end'] / mib:.1f} MiB vs {b / mib:.1f} MiB with heap trim off: "
+              f"ratio {r['rss_end'] / b:.2f}")
+        record(f"worker_rss_mib_after_drain_{tag}", r["rss_end"] / mib, "MiB", command=cmd + " --trim-baseline",
+               baseline="the same fleet, same run, heap trim off (FAULTLINE_HEAP_TRIM_S=0)",
+               baseline_value=b / mib, note=f"RSS {TRIM_SETTLE_S:.0f} s after the backlog drained")
+    elif baseline is not None:
         b = peak_rss(baseline)
         print(f"  peak RSS {peak / mib:.1f} MiB vs {b / mib:.1f} MiB with alignment off: ratio {peak / b:.2f}")
         record(f"worker_rss_mib_peak_{tag}", peak / mib, "MiB", command=cmd + " --align-baseline",
@@ -304,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inprocess", action="store_true", help="through NodeSide/JobSide in this process, no Kafka")
     ap.add_argument("--align-baseline", action="store_true",
                     help="first run each fleet with event-time alignment off (the baseline of the peak RSS)")
+    ap.add_argument("--trim-baseline", action="store_true",
+                    help="first run each fleet with the heap trim off (the baseline of the RSS after the drain)")
     args = ap.parse_args(argv)
     if args.inprocess:
         for spec in args.fleets.split(","):
@@ -323,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
             base = None
             if args.align_baseline:
                 base = run_fleet(s, int(nodes), float(hours), args, tmp, align=False, restart=False)
+                report(base, args)
+            elif args.trim_baseline:
+                base = run_fleet(s, int(nodes), float(hours), args, tmp, trim=False, restart=False)
                 report(base, args)
             report(run_fleet(s, int(nodes), float(hours), args, tmp), args, base)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

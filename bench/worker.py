@@ -55,6 +55,7 @@ from faultline.schemas.codec import now_ms  # noqa: E402
 from faultline.streams.app import default_app_id  # noqa: E402
 from faultline.streams.faust_harness import WorkerProcess, wait_caught_up, worker_env  # noqa: E402
 from faultline.streams.faust_topics import BrokerUnreachable, ensure_topics  # noqa: E402
+from faultline.streams.heap import rss_bytes as heap_rss  # noqa: E402
 
 JOB_GPU = sl.GPUS - 2   # the jobs' XIDs: not the GPUs the latency and drain faults use
 JOB_NODES = 1           # memory: nodes per open job (one job per simulated node)
@@ -71,11 +72,10 @@ def job_event(job: str, node: str, state: str, ts: int, start_ts: int) -> bytes:
 
 
 def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    n = heap_rss(pid)
+    if not n:
+        raise RuntimeError(f"no VmRSS for pid {pid}")
+    return n
 
 
 def fresh(base, settle_ms: int, tmp: str) -> tuple[Any, dict[str, str]]:

@@ -518,12 +518,12 @@ class RawFeed:
                 self._want = 0
         out = self.items[:max_n]
         del self.items[:max_n]
-        self.in_hand = out
         if self.generation is not None and out and self._is_stale(out[0]):
             # generations only grow in arrival order: stale ones come first, if any
             n = len(out)
             out = [m for m in out if not self._is_stale(m)]
             self.stale += n - len(out)
+        self.in_hand = out      # (the stale ones dropped are not: nothing will process them)
         if len(self.items) < self.maxsize:
             self._space.set()
         if self._paused and len(self.items) <= self.resume_at:
@@ -831,21 +831,23 @@ def forget_committed(app: Any, tp: Any, offset: int | None) -> None:
     app.consumer._committed_offset[tp] = offset or None
 
 
-def in_flight_below(app: Any, tp: Any, offset: int, queued: Iterable[Any] = ()) -> bool:
-    """Whether a message of ``tp`` below ``offset`` may still be processed: unacked in a
-    Faust stream, in ``queued`` (a ``RawFeed``'s items), or anything waiting in a stream
-    channel of ``tp``'s topic (Faust tracks a message only once its stream takes it; the
-    queue is shared by the topic's partitions, so a non-empty one counts for all)."""
-    for m in list(app.consumer._unacked_messages):
-        if m.tp == tp and m.offset < offset:
-            return True
+def in_flight_below(app: Any, tp: Any, offset: int, queued: Iterable[Any] = ()) -> str:
+    """Why a message of ``tp`` below ``offset`` may still be processed ("" when none may):
+    unacked in a Faust stream, in ``queued`` (a ``RawFeed``'s items), or anything waiting in
+    a stream channel of ``tp``'s topic (Faust tracks a message only once its stream takes
+    it; the queue is shared by the topic's partitions, so a non-empty one counts for all)."""
+    unacked = sorted(m.offset for m in list(app.consumer._unacked_messages) if m.tp == tp and m.offset < offset)
+    if unacked:
+        return f"unacked in a stream at offsets {unacked[:5]}"
     try:
         channels = app.topics._tp_index.get(tp, ())
-        if any(not ch.queue.empty() for ch in channels):
-            return True
+        waiting = sum(ch.queue.qsize() for ch in channels)
+        if waiting:
+            return f"{waiting} records waiting in the topic's stream channel"
     except AttributeError:   # no conductor index (tests' fakes)
         pass
-    return any(m.tp == tp and m.offset < offset for m in queued)
+    mine = sorted(m.offset for m in queued if m.tp == tp and m.offset < offset)
+    return f"queued in the feed at offsets {mine[:5]}" if mine else ""
 
 
 async def reseek(app: Any, tp: Any, offset: int) -> bool:

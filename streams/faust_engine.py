@@ -672,6 +672,10 @@ class JobSide(_Side):
         """Sizes for the worker's stats log."""
         return self.core.counts()
 
+    def buffered_count(self, job: str) -> int:
+        """``job``'s records waiting in the reorder buffer."""
+        return len(self.core.buffered_of(job))
+
     def keep(self, job: str, sig: Signal) -> bool:
         """Keep ``sig``, pushed to ``job``, in the job's table row (``JobDump.kept``), at most
         ``KEEP_PUSHED`` (the newest). A push is read once: without this, the job's next owner

@@ -455,7 +455,8 @@ class Fleet:
     in-process sink (``sink_worker``) and the others run with ``--no-sink``.
     """
 
-    WORKER_ENV = {"FAULTLINE_WORKER_STATS_S": "2"}
+    #: stats every 2 s; the job trace (``streams.agents.TRACE_JOBS``) for ``report``
+    WORKER_ENV = {"FAULTLINE_WORKER_STATS_S": "2", "FAULTLINE_TRACE_JOBS": "1"}
 
     def __init__(self, settings: Settings, workdir: Path, timeline: Timeline | None = None) -> None:
         self.settings = settings
@@ -592,6 +593,27 @@ class Fleet:
                          f"log {w.log_path}) generations {self.generations(w)}, {txt.count('Traceback')} tracebacks\n"
                          + (f"last stats: {stats[-1][-1500:]}\n" if stats else "") + txt[-tail:])
         return "\n".join(parts)
+
+    def job_trace(self, problems: Iterable[str], most: int = 300) -> str:
+        """Every process's job-trace lines (``FAULTLINE_TRACE_JOBS``) of the jobs whose
+        incidents the problems name: where each scheduler record of theirs went."""
+        text = "\n".join(problems)
+        iids = set(re.findall(r"inc-[0-9a-f]{8,}", text))
+        named = set(re.findall(r"'job': '([^']+)'", text))      # a missing incident: diagnose's view
+        if not iids and not named:
+            return ""
+        procs = list(self.workers) + ([self.sink] if self.sink is not None and self.sink is not self.sink_worker else [])
+        traces = {self.name(w): [ln for ln in w.log(50_000_000).splitlines() if "job trace:" in ln] for w in procs}
+        jobs = {m.group(1) for lines in traces.values() for ln in lines if any(i in ln for i in iids)
+                for m in [re.search(r"incident \S+ job (\S+) ", ln)] if m} | named
+        if not jobs:
+            return f"job trace: no line names {sorted(iids)}"
+        out = [f"job trace of jobs {sorted(jobs)} (incidents {sorted(iids)}):"]
+        for name, lines in traces.items():
+            mine = [ln for ln in lines if any(f" job {j} " in ln for j in jobs)]
+            out.append(f"--- {name}: {len(mine)} lines" + ("" if len(mine) <= most else f", the last {most}"))
+            out += mine[-most:]
+        return "\n".join(out)
 
     def __enter__(self) -> "Fleet":
         return self
@@ -740,7 +762,7 @@ def report(timeline: Timeline, problems: list[str], fleet: Fleet | None = None, 
     if extra:
         head += "\n" + extra
     if fleet is not None:
-        head += "\n" + fleet.logs()
+        head += "\n" + fleet.job_trace(problems) + "\n" + fleet.logs()
     return head
 
 
